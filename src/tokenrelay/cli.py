@@ -1,0 +1,146 @@
+"""The ``tokenrelay`` command. Subcommands import what they need when they run, so that
+``tokenrelay token`` starts in milliseconds and never loads aiohttp."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from ._version import __version__
+
+if TYPE_CHECKING:
+    import asyncio
+
+
+# Subcommands that live in their own modules: ``add_arguments(parser)`` and ``run(args) -> int``.
+# Imported only when named, so that ``tokenrelay token`` never pays for the emulator.
+PLUGINS: dict[str, tuple[str, str]] = {
+    "emulate": (
+        "tokenrelay.emulator.cli",
+        "run the embedded emulator of the upstream (issuer, token service, API)",
+    ),
+    "dev": (
+        "tokenrelay.devmode",
+        "run the emulator, a sidecar wired to it and the proxy: the whole thing locally",
+    ),
+    "kubelet-credential-provider": (
+        "tokenrelay.helpers.kubelet",
+        "kubelet image credential provider (credentialprovider.kubelet.k8s.io/v1)",
+    ),
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    words = list(sys.argv[1:] if argv is None else argv)
+    if words and words[0] in PLUGINS:
+        return _run_plugin(words[0], words[1:])
+    parser = _parser()
+    args = parser.parse_args(words)
+    handler: Callable[[argparse.Namespace], int] | None = getattr(args, "handler", None)
+    if handler is None:
+        parser.print_help(sys.stderr)
+        return 2
+    return handler(args)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tokenrelay",
+        description="Exchange a platform OIDC token for an API token, keep it fresh, serve it.",
+    )
+    parser.add_argument("--version", action="version", version=f"tokenrelay {__version__}")
+    commands = parser.add_subparsers(title="commands", metavar="COMMAND")
+
+    from . import config  # standard library only: cheap
+
+    run = commands.add_parser(
+        "run",
+        help="run the sidecar (the long-running token relay)",
+        description="Run the sidecar. Every option is also an environment "
+        "variable TOKENRELAY_<NAME> and a key of the --config TOML file.",
+    )
+    config.add_arguments(run)
+    run.set_defaults(handler=_run)
+
+    token = commands.add_parser("token", help="print the current token from a running sidecar")
+    token.add_argument("--audience", metavar="AUD", help="audience (default: the sidecar's API)")
+    token.add_argument(
+        "--socket",
+        metavar="PATH",
+        help=f"the sidecar's socket [env TOKENRELAY_SOCKET, default {config.DEFAULT_SOCKET}]",
+    )
+    token.set_defaults(handler=_token)
+
+    for name, (_, help_text) in PLUGINS.items():
+        commands.add_parser(name, help=help_text, add_help=False)
+    return parser
+
+
+def _run_plugin(name: str, words: list[str]) -> int:
+    import importlib
+
+    module_name, help_text = PLUGINS[name]
+    module = importlib.import_module(module_name)
+    parser = argparse.ArgumentParser(prog=f"tokenrelay {name}", description=help_text)
+    module.add_arguments(parser)
+    status: int = module.run(parser.parse_args(words))
+    return status
+
+
+def _run(args: argparse.Namespace) -> int:
+    from . import config
+    from .errors import ConfigError
+
+    try:
+        settings = config.load(args)
+    except ConfigError as exc:
+        print(f"tokenrelay run: {exc}", file=sys.stderr)
+        return 2
+    from . import logs
+
+    logs.setup(settings.log_level, settings.log_format)
+    return run_settings(settings)
+
+
+def run_settings(settings: object) -> int:
+    """Run the daemon on the fastest event loop available."""
+    import asyncio
+
+    from . import daemon
+    from .config import Settings
+    from .errors import ConfigError
+
+    assert isinstance(settings, Settings)
+    try:
+        with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+            return runner.run(daemon.serve(settings))
+    except ConfigError as exc:
+        print(f"tokenrelay run: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop when installed (see bench/ for what it buys), else asyncio's own loop."""
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    factory: Callable[[], asyncio.AbstractEventLoop] = uvloop.new_event_loop
+    return factory
+
+
+def _token(args: argparse.Namespace) -> int:
+    from .client import LocalApiError, fetch_token, socket_path
+
+    path = socket_path(args.socket)
+    try:
+        reply = fetch_token(path, args.audience)
+    except LocalApiError as exc:
+        print(f"tokenrelay token: {exc}", file=sys.stderr)
+        return 1
+    sys.stdout.write(reply.token + "\n")
+    return 0

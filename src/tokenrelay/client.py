@@ -1,0 +1,123 @@
+"""A minimal HTTP/1.1 client for the local API over its Unix socket, standard library only.
+
+``tokenrelay token`` and the credential helpers run once per use, often on a hot path (a docker
+pull, a git fetch), so they must start in milliseconds: no aiohttp, no http.client (it drags in
+``email`` and ``ssl``), just a socket and one request.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from dataclasses import dataclass, field
+from urllib.parse import quote
+
+from . import aip193
+
+DEFAULT_SOCKET = "/var/run/tokenrelay/tokenrelay.sock"  # keep in step with config.DEFAULT_SOCKET
+MAX_REPLY = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class TokenReply:
+    token: str = field(repr=False)
+    expire_time: str
+    audience: str
+
+
+class LocalApiError(Exception):
+    """The sidecar could not be reached or gave no token; the message says what to do."""
+
+    def __init__(self, message: str, *, status: int | None = None, reason: str = "") -> None:
+        super().__init__(message)
+        self.status = status
+        self.reason = reason
+
+
+def socket_path(explicit: str | None = None) -> str:
+    return explicit or os.environ.get("TOKENRELAY_SOCKET") or DEFAULT_SOCKET
+
+
+def fetch_token(path: str, audience: str | None = None, timeout: float = 15.0) -> TokenReply:
+    """The sidecar's current token for ``audience`` (its API audience when None)."""
+    target = "/v1/token" + (f"?audience={quote(audience, safe='')}" if audience else "")
+    status, body = request(path, target, timeout)
+    if status == 200:
+        try:
+            obj = json.loads(body)
+            return TokenReply(obj["token"], obj["expireTime"], obj["audience"])
+        except (ValueError, KeyError, TypeError):
+            raise LocalApiError(f"the tokenrelay sidecar at {path} answered an unexpected body") from None
+    parsed = aip193.parse(body)
+    if parsed is None:
+        raise LocalApiError(f"the tokenrelay sidecar at {path} answered HTTP {status}", status=status)
+    _, message, reason = parsed
+    raise LocalApiError(message, status=status, reason=reason)
+
+
+def request(path: str, target: str, timeout: float) -> tuple[int, bytes]:
+    """One GET over the socket; ``(status, body)``."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(timeout)
+    try:
+        sock.connect(path)
+        sock.sendall(
+            f"GET {target} HTTP/1.1\r\nHost: tokenrelay\r\nAccept: application/json\r\n"
+            "Connection: close\r\n\r\n".encode()
+        )
+        chunks = []
+        size = 0
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > MAX_REPLY:
+                raise LocalApiError(f"the tokenrelay sidecar at {path} answered over 1 MiB")
+    except (FileNotFoundError, ConnectionRefusedError):
+        raise LocalApiError(
+            f"no tokenrelay sidecar is listening at {path}: start `tokenrelay run`, or point "
+            "--socket / TOKENRELAY_SOCKET at its socket"
+        ) from None
+    except PermissionError:
+        raise LocalApiError(
+            f"permission denied on the tokenrelay socket {path}: run as a user that "
+            "--socket-mode / --socket-allow-uid admit"
+        ) from None
+    except TimeoutError:
+        raise LocalApiError(f"the tokenrelay sidecar at {path} did not answer within {timeout:g}s") from None
+    except OSError as exc:
+        raise LocalApiError(
+            f"cannot talk to the tokenrelay sidecar at {path}: {exc.strerror or exc}"
+        ) from None
+    finally:
+        sock.close()
+    return _parse_reply(b"".join(chunks), path)
+
+
+def _parse_reply(raw: bytes, path: str) -> tuple[int, bytes]:
+    head, sep, body = raw.partition(b"\r\n\r\n")
+    lines = head.split(b"\r\n")
+    parts = lines[0].split(b" ", 2)
+    if not sep or len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
+        raise LocalApiError(f"the process at {path} does not speak the tokenrelay local API")
+    headers = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(b":")
+        headers[name.strip().lower()] = value.strip()
+    if headers.get(b"transfer-encoding", b"").lower() == b"chunked":
+        body = _dechunk(body)
+    elif b"content-length" in headers and headers[b"content-length"].isdigit():
+        body = body[: int(headers[b"content-length"])]
+    return int(parts[1]), body
+
+
+def _dechunk(data: bytes) -> bytes:
+    out = []
+    while data:
+        size_line, _, rest = data.partition(b"\r\n")
+        size = int(size_line.split(b";")[0] or b"0", 16)
+        if size == 0:
+            break
+        out.append(rest[:size])
+        data = rest[size + 2 :]
+    return b"".join(out)

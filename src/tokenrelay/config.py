@@ -1,0 +1,540 @@
+"""Settings for ``tokenrelay run``: one table of options, read from flags, environment and TOML.
+
+Every option is a flag ``--name``, an environment variable ``TOKENRELAY_NAME`` and a key ``name`` (or
+``name`` with dashes) in the TOML file given by ``--config``; precedence is flag > env > file > default.
+The table below is the single source: argparse, the environment, the file and the configuration
+reference in docs/operations.md are all derived from it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import os
+import tomllib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from .errors import ConfigError
+
+ENV_PREFIX = "TOKENRELAY_"
+DEFAULT_SOCKET = "/var/run/tokenrelay/tokenrelay.sock"
+DEFAULT_ID_TOKEN_FILE = "/var/run/secrets/tokens/oidc-token"
+ID_TOKEN_SOURCES = ("file", "env", "github-actions")
+LOG_FORMATS = ("json", "text")
+LOG_LEVELS = ("debug", "info", "warning", "error")
+# Keys a shared TOML file may hold for other tokenrelay commands (the credential helpers).
+FOREIGN_KEYS = frozenset({"hosts"})
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    """One setting of ``tokenrelay run``."""
+
+    name: str  # snake_case; the flag is --name-with-dashes
+    help: str
+    kind: str = "str"  # str | url | path | mode | choice | bool | seconds | int | list | uids | hostport
+    default: Any = None
+    required: bool = False
+    choices: tuple[str, ...] = ()
+    metavar: str | None = None
+    repeatable: bool = False  # flag may repeat; env is comma-separated; TOML takes a list
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+    @property
+    def env(self) -> str:
+        return ENV_PREFIX + self.name.upper()
+
+    def where(self) -> str:
+        """How a user sets it, for error messages."""
+        return f"{self.flag} (env {self.env})"
+
+
+OPTIONS: tuple[Option, ...] = (
+    # the exchange
+    Option(
+        "auth_url",
+        "Token service base URL ({auth_url}); exchanges go to {auth_url}/sts/exchange.",
+        kind="url",
+        required=True,
+        metavar="URL",
+    ),
+    Option(
+        "api_url",
+        "API base URL ({base_url}); always the first audience, and the proxy's upstream.",
+        kind="url",
+        required=True,
+        metavar="URL",
+    ),
+    Option(
+        "identity",
+        "uid of the assumable identity to exchange the OIDC token for.",
+        required=True,
+        metavar="UID",
+    ),
+    Option(
+        "audience",
+        "Further audience to keep a token fresh for (repeatable), e.g. a registry host.",
+        kind="list",
+        repeatable=True,
+        default=(),
+        metavar="AUD",
+    ),
+    Option(
+        "exchange_timeout",
+        "Total timeout of one exchange, in seconds.",
+        kind="seconds",
+        default=10.0,
+        metavar="SECONDS",
+    ),
+    Option(
+        "wait_timeout",
+        "How long a caller waits when no valid token is held yet, in seconds.",
+        kind="seconds",
+        default=10.0,
+        metavar="SECONDS",
+    ),
+    # the platform's OIDC token
+    Option(
+        "id_token_source",
+        "Where the platform's OIDC token comes from.",
+        kind="choice",
+        choices=ID_TOKEN_SOURCES,
+        metavar="SOURCE",
+    ),
+    Option(
+        "id_token_file",
+        "File holding the platform's OIDC token; re-read at every exchange.",
+        kind="path",
+        default=DEFAULT_ID_TOKEN_FILE,
+        metavar="PATH",
+    ),
+    Option("id_token_env", "Environment variable holding the platform's OIDC token.", metavar="VAR"),
+    Option(
+        "id_token_audience",
+        "Audience to request from GitHub Actions' OIDC endpoint (default: the --auth-url).",
+        metavar="AUD",
+    ),
+    # the local API
+    Option(
+        "socket", "Unix socket serving the local API.", kind="path", default=DEFAULT_SOCKET, metavar="PATH"
+    ),
+    Option(
+        "socket_mode", "Permission bits of the socket, octal.", kind="mode", default=0o600, metavar="MODE"
+    ),
+    Option(
+        "socket_allow_uid",
+        "Only these peer uids may use the socket (comma-separated).",
+        kind="uids",
+        default=(),
+        metavar="UID[,UID...]",
+    ),
+    Option(
+        "socket_allow_gid",
+        "Only peers in these gids may use the socket (comma-separated).",
+        kind="uids",
+        default=(),
+        metavar="GID[,GID...]",
+    ),
+    Option(
+        "shutdown_grace",
+        "On SIGTERM, how long requests in flight may take to finish, in seconds.",
+        kind="seconds",
+        default=10.0,
+        metavar="SECONDS",
+    ),
+    # the proxy
+    Option(
+        "proxy_listen",
+        "Serve the token-injecting reverse proxy on HOST:PORT (off when unset; e.g. 127.0.0.1:8080).",
+        kind="hostport",
+        metavar="HOST:PORT",
+    ),
+    Option(
+        "proxy_allow_remote",
+        "Allow --proxy-listen on an address that is not loopback.",
+        kind="bool",
+        default=False,
+    ),
+    Option(
+        "upstream_ca",
+        "Extra CA bundle (PEM) for an HTTPS upstream; system CAs otherwise.",
+        kind="path",
+        metavar="FILE",
+    ),
+    Option(
+        "proxy_timeout",
+        "How long the proxy waits for the upstream's answer, in seconds (then 504).",
+        kind="seconds",
+        default=60.0,
+        metavar="SECONDS",
+    ),
+    Option(
+        "proxy_max_connections",
+        "Most client connections the proxy holds open at once.",
+        kind="int",
+        default=1024,
+        metavar="N",
+    ),
+    # production
+    Option(
+        "metrics_listen",
+        "Serve /metrics, /healthz and /readyz over TCP on HOST:PORT.",
+        kind="hostport",
+        metavar="HOST:PORT",
+    ),
+    Option(
+        "token_file",
+        "Also write the token to PATH (for AUDIENCE, default the API's) on every refresh (repeatable).",
+        kind="list",
+        repeatable=True,
+        default=(),
+        metavar="PATH[=AUDIENCE]",
+    ),
+    Option(
+        "token_file_mode",
+        "Permission bits of --token-file files, octal.",
+        kind="mode",
+        default=0o600,
+        metavar="MODE",
+    ),
+    Option("once", "Exchange once, write the --token-file sinks, and exit.", kind="bool", default=False),
+    # logging
+    Option(
+        "log_format", "Log line format.", kind="choice", choices=LOG_FORMATS, default="json", metavar="FORMAT"
+    ),
+    Option(
+        "log_level",
+        "Lowest level logged.",
+        kind="choice",
+        choices=LOG_LEVELS,
+        default="info",
+        metavar="LEVEL",
+    ),
+)
+OPTIONS_BY_NAME = {option.name: option for option in OPTIONS}
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """The validated settings of ``tokenrelay run``."""
+
+    auth_url: str
+    api_url: str
+    identity: str
+    audience: tuple[str, ...] = ()
+    exchange_timeout: float = 10.0
+    wait_timeout: float = 10.0
+    id_token_source: str = "file"  # file | env | github-actions
+    id_token_file: str = DEFAULT_ID_TOKEN_FILE
+    id_token_env: str | None = None
+    id_token_audience: str | None = None
+    socket: str = DEFAULT_SOCKET
+    socket_mode: int = 0o600
+    socket_allow_uid: tuple[int, ...] = ()
+    socket_allow_gid: tuple[int, ...] = ()
+    shutdown_grace: float = 10.0
+    proxy_listen: tuple[str, int] | None = None
+    proxy_allow_remote: bool = False
+    upstream_ca: str | None = None
+    proxy_timeout: float = 60.0
+    proxy_max_connections: int = 1024
+    metrics_listen: tuple[str, int] | None = None
+    token_file: tuple[str, ...] = ()
+    token_file_mode: int = 0o600
+    once: bool = False
+    log_format: str = "json"
+    log_level: str = "info"
+    config: str | None = field(default=None, compare=False)
+
+    @property
+    def audiences(self) -> tuple[str, ...]:
+        """Every audience kept fresh: the API's first, then each --audience once."""
+        return tuple(dict.fromkeys((self.api_url, *self.audience)))
+
+    @property
+    def token_files(self) -> tuple[tuple[str, str], ...]:
+        """``(path, audience)`` for each --token-file."""
+        sinks = []
+        for spec in self.token_file:
+            path, sep, audience = spec.partition("=")
+            sinks.append((path, audience if sep else self.api_url))
+        return tuple(sinks)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add every option to ``parser``; defaults stay None so we can tell "not given" apart."""
+    parser.add_argument(
+        "--config", metavar="FILE", help=f"TOML file with any of these settings (env {ENV_PREFIX}CONFIG)."
+    )
+    for option in OPTIONS:
+        help_text = option.help
+        if option.default not in (None, (), False):
+            shown = oct(option.default) if option.kind == "mode" else option.default
+            help_text += f" Default: {shown}."
+        help_text += f" [env {option.env}]"
+        if option.kind == "bool":
+            parser.add_argument(
+                option.flag, dest=option.name, action="store_const", const=True, default=None, help=help_text
+            )
+        elif option.repeatable:
+            parser.add_argument(
+                option.flag,
+                dest=option.name,
+                action="append",
+                default=None,
+                metavar=option.metavar,
+                help=help_text,
+            )
+        else:
+            parser.add_argument(
+                option.flag, dest=option.name, default=None, metavar=option.metavar, help=help_text
+            )
+
+
+def load(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> Settings:
+    """Merge flags, environment and the TOML file into validated Settings; raises ConfigError."""
+    env = os.environ if environ is None else environ
+    config_path = getattr(args, "config", None) or env.get(ENV_PREFIX + "CONFIG")
+    file_values = _read_toml(config_path) if config_path else {}
+    values: dict[str, Any] = {}
+    for option in OPTIONS:
+        raw, origin = _pick(option, args, env, file_values)
+        if raw is None:
+            if option.required:
+                raise ConfigError(f"{option.where()} is required: {option.help}")
+            continue
+        values[option.name] = _convert(option, raw, origin)
+    # --id-token-env alone is enough to choose the env source
+    values.setdefault("id_token_source", "env" if values.get("id_token_env") else "file")
+    settings = Settings(**values, config=config_path)
+    _check(settings)
+    return settings
+
+
+def _pick(
+    option: Option, args: argparse.Namespace, env: Mapping[str, str], file_values: Mapping[str, Any]
+) -> tuple[Any, str]:
+    flag_value = getattr(args, option.name, None)
+    if flag_value is not None:
+        return flag_value, option.flag
+    env_value = env.get(option.env)
+    if env_value is not None and env_value != "":
+        return env_value, option.env
+    if option.name in file_values:
+        return file_values[option.name], f"key {option.name!r} in the --config file"
+    return None, ""
+
+
+def _read_toml(path: str) -> dict[str, Any]:
+    try:
+        with Path(path).open("rb") as f:
+            data = tomllib.load(f)
+    except FileNotFoundError:
+        raise ConfigError(f"--config (env {ENV_PREFIX}CONFIG): no file at {path}") from None
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"--config (env {ENV_PREFIX}CONFIG): cannot read {path}: {exc}") from None
+    values = {}
+    for key, value in data.items():
+        name = key.replace("-", "_")
+        if name in FOREIGN_KEYS:
+            continue
+        if name not in OPTIONS_BY_NAME:
+            known = ", ".join(sorted(OPTIONS_BY_NAME))
+            raise ConfigError(f"--config file {path}: unknown key {key!r}; known keys: {known}")
+        values[name] = value
+    return values
+
+
+def _convert(option: Option, raw: Any, origin: str) -> Any:
+    converter = _CONVERTERS[option.kind]
+    try:
+        return converter(option, raw)
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"{option.where()}: {exc} (from {origin})") from None
+
+
+def _as_list(raw: Any) -> list[str]:
+    if isinstance(raw, str):
+        raw = [raw]
+    if not isinstance(raw, list | tuple):
+        raise TypeError(f"expected a list of strings, got {type(raw).__name__}")
+    items: list[str] = []
+    for item in raw:
+        if not isinstance(item, str):
+            raise TypeError(f"expected strings, got {item!r}")
+        # env values and TOML strings may carry several comma-separated entries
+        items.extend(part.strip() for part in item.split(",") if part.strip())
+    return items
+
+
+def _to_str(option: Option, raw: Any) -> str:
+    if not isinstance(raw, str) or not raw.strip():
+        raise ValueError("expected a non-empty string")
+    return raw.strip()
+
+
+def _to_url(option: Option, raw: Any) -> str:
+    text = _to_str(option, raw).rstrip("/")
+    parts = urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"{text!r} is not an http:// or https:// URL")
+    if parts.query or parts.fragment:
+        raise ValueError(f"{text!r} must not carry a query or fragment")
+    return text
+
+
+def _to_mode(option: Option, raw: Any) -> int:
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        mode = raw
+    else:
+        text = _to_str(option, raw)
+        try:
+            mode = int(text, 8)
+        except ValueError:
+            raise ValueError(f"{text!r} is not an octal mode such as 0600") from None
+    if not 0 <= mode <= 0o777:
+        raise ValueError(f"{oct(mode)} is not a permission mode between 0000 and 0777")
+    return mode
+
+
+def _to_choice(option: Option, raw: Any) -> str:
+    text = _to_str(option, raw).lower()
+    if text not in option.choices:
+        raise ValueError(f"{text!r} is not one of {', '.join(option.choices)}")
+    return text
+
+
+def _to_bool(option: Option, raw: Any) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    text = str(raw).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"{raw!r} is not a boolean (true/false)")
+
+
+def _to_seconds(option: Option, raw: Any) -> float:
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        raise ValueError(f"{raw!r} is not a number of seconds") from None
+    if not 0 < value < 86400:
+        raise ValueError(f"{raw!r} must be more than 0 and less than a day")
+    return value
+
+
+def _to_int(option: Option, raw: Any) -> int:
+    try:
+        value = int(raw)
+    except (TypeError, ValueError):
+        raise ValueError(f"{raw!r} is not a whole number") from None
+    if value < 1:
+        raise ValueError(f"{raw!r} must be at least 1")
+    return value
+
+
+def _to_list(option: Option, raw: Any) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(_as_list(raw)))
+
+
+def _to_uids(option: Option, raw: Any) -> tuple[int, ...]:
+    if isinstance(raw, int):
+        raw = str(raw)
+    elif isinstance(raw, list):
+        raw = [str(item) for item in raw]
+    items = _as_list(raw)
+    ids = []
+    for item in items:
+        if not item.isdigit():
+            raise ValueError(f"{item!r} is not a numeric id")
+        ids.append(int(item))
+    return tuple(ids)
+
+
+def _to_hostport(option: Option, raw: Any) -> tuple[str, int]:
+    text = _to_str(option, raw)
+    host, sep, port_text = text.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
+        raise ValueError(f"{text!r} is not HOST:PORT, e.g. 127.0.0.1:8080")
+    return host, int(port_text)
+
+
+_CONVERTERS: dict[str, Callable[[Option, Any], Any]] = {
+    "str": _to_str,
+    "url": _to_url,
+    "path": _to_str,
+    "mode": _to_mode,
+    "choice": _to_choice,
+    "bool": _to_bool,
+    "seconds": _to_seconds,
+    "int": _to_int,
+    "list": _to_list,
+    "uids": _to_uids,
+    "hostport": _to_hostport,
+}
+
+
+def is_loopback(host: str) -> bool:
+    """True for 127.0.0.0/8, ::1 and "localhost"."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _check(settings: Settings) -> None:
+    """Rules that involve more than one option."""
+    source = settings.id_token_source
+    if source == "env" and not settings.id_token_env:
+        raise ConfigError(
+            "--id-token-source env needs --id-token-env (env TOKENRELAY_ID_TOKEN_ENV) "
+            "naming the variable that holds the OIDC token"
+        )
+    if source != "env" and settings.id_token_env:
+        raise ConfigError(
+            f"--id-token-env (env TOKENRELAY_ID_TOKEN_ENV) does not go with "
+            f"--id-token-source {source}; set one of them"
+        )
+    if (
+        settings.proxy_listen
+        and not settings.proxy_allow_remote
+        and not is_loopback(settings.proxy_listen[0])
+    ):
+        raise ConfigError(
+            f"--proxy-listen (env TOKENRELAY_PROXY_LISTEN): {settings.proxy_listen[0]} is not a "
+            "loopback address; anyone who reaches it gets the token's access. Listen on 127.0.0.1, "
+            "or add --proxy-allow-remote (env TOKENRELAY_PROXY_ALLOW_REMOTE) if you mean it"
+        )
+    for spec in settings.token_file:
+        path, _, audience = spec.partition("=")
+        if not path:
+            raise ConfigError(f"--token-file (env TOKENRELAY_TOKEN_FILE): {spec!r} has no path")
+        if audience and audience not in settings.audiences:
+            raise ConfigError(
+                f"--token-file (env TOKENRELAY_TOKEN_FILE): audience {audience!r} is not kept "
+                "fresh; add it with --audience (env TOKENRELAY_AUDIENCE)"
+            )
+    if settings.socket_mode & 0o111:
+        raise ConfigError(
+            f"--socket-mode (env TOKENRELAY_SOCKET_MODE): {oct(settings.socket_mode)} "
+            "sets execute bits, which mean nothing on a socket; use e.g. 0600 or 0660"
+        )
+
+
+def parse_args(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> Settings:
+    """Settings from a ``tokenrelay run`` command line (used by tests and the CLI)."""
+    parser = argparse.ArgumentParser(prog="tokenrelay run")
+    add_arguments(parser)
+    return load(parser.parse_args(list(argv)), environ)

@@ -1,0 +1,83 @@
+"""The local API served over the Unix socket: the current token, liveness and readiness.
+
+``GET /v1/token[?audience=AUD]`` answers ``{"token", "expireTime", "audience"}`` (or the bare token
+with ``Accept: text/plain``); refusals are AIP-193 bodies like the upstream's, so one client code
+path handles both.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+from aiohttp import web
+
+from . import aip193
+from .aip193 import Code
+from .errors import TokenUnavailable, UnknownAudience
+from .token import TokenSource
+
+TOKENS = web.AppKey("tokens", TokenSource)
+READY: web.AppKey[Callable[[], str | None]] = web.AppKey("ready")
+COUNT: web.AppKey[Callable[[str], None]] = web.AppKey("count")
+
+_NO_STORE = {"Cache-Control": "no-store"}
+
+
+def error_response(status: int, code: Code, message: str, reason: str) -> web.Response:
+    return web.Response(
+        status=status,
+        body=aip193.encode(code, message, reason),
+        content_type="application/json",
+        headers=_NO_STORE,
+    )
+
+
+async def get_token(request: web.Request) -> web.Response:
+    tokens = request.app[TOKENS]
+    request.app[COUNT]("socket")
+    audience = request.query.get("audience") or tokens.audiences[0]
+    try:
+        token = await tokens.get(audience)
+    except UnknownAudience as exc:
+        return error_response(404, exc.code, exc.message, exc.reason)
+    except TokenUnavailable as exc:
+        return error_response(503, exc.code, exc.message, exc.reason)
+    if _wants_text(request.headers.get("Accept", "")):
+        return web.Response(text=token.value, content_type="text/plain", headers=_NO_STORE)
+    payload = {"token": token.value, "expireTime": token.expire_time, "audience": token.audience}
+    return web.Response(body=json.dumps(payload).encode(), content_type="application/json", headers=_NO_STORE)
+
+
+def _wants_text(accept: str) -> bool:
+    """True when the client asked for text/plain rather than JSON."""
+    return "text/plain" in accept and "application/json" not in accept
+
+
+async def healthz(request: web.Request) -> web.Response:
+    return web.json_response({"status": "serving"})
+
+
+async def readyz(request: web.Request) -> web.Response:
+    reason = request.app[READY]()
+    if reason is None:
+        return web.json_response({"status": "ready"})
+    return error_response(503, Code.UNAVAILABLE, f"not ready: {reason}", "NOT_READY")
+
+
+def health_routes(app: web.Application) -> None:
+    """/healthz and /readyz, shared with the metrics port."""
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+
+
+def create_app(
+    tokens: TokenSource, ready: Callable[[], str | None], count: Callable[[str], None] = lambda via: None
+) -> web.Application:
+    app = web.Application()
+    app[TOKENS] = tokens
+    app[READY] = ready
+    app[COUNT] = count
+    app.router.add_get("/v1/token", get_token)
+    health_routes(app)
+    return app

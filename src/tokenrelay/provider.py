@@ -1,0 +1,362 @@
+"""When to exchange: one provider per audience keeps a token fresh; ``TokenProviders`` holds them all.
+
+The policy, after google-auth's credentials and botocore's refreshers:
+
+* A token is refreshed at about half its life (±10% jitter, so a fleet started together does not
+  refresh together), off the request path: callers get the current token at once while it runs.
+* Callers wait only when no valid token exists (first start, after expiry), and only boundedly.
+* Single flight: one exchange per audience at a time, shared by every caller through
+  ``asyncio.shield`` so that a caller that gives up never cancels it.
+* A failure keeps the old token until it expires; retries follow full-jitter backoff.
+* Everything is scheduled on the injected monotonic clock, so a wall-clock jump moves nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from .backoff import Backoff
+from .errors import TokenRelayError, TokenUnavailable, UnknownAudience
+from .jwtclaims import numeric_claim, unverified_claims
+from .sts import Issued
+from .timestamps import format_timestamp
+from .token import READY_SECONDS, Token, TokenState
+
+log = logging.getLogger("tokenrelay.provider")
+
+DEFAULT_LIFETIME = 3600.0  # the upstream's documented lifetime, used only when the token says nothing
+MIN_LIFETIME = 1.0  # a token with less life than this is refused as already expired
+REFRESH_FRACTION = 0.5
+JITTER = 0.1
+
+DEFAULT_BACKOFF = Backoff(base=1.0, cap=30.0)
+
+Fetch = Callable[[str], Awaitable[Issued]]
+Sleep = Callable[[float], Awaitable[None]]
+
+
+class Observer(Protocol):
+    """Hears about every exchange: metrics and file sinks hang off this."""
+
+    def exchanged(self, token: Token, *, duration: float, issued: Issued) -> None: ...
+
+    def failed(self, audience: str, error: TokenRelayError, *, duration: float, consecutive: int) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    """A provider's state, for /readyz and metrics."""
+
+    audience: str
+    token: Token | None
+    error: str | None
+    consecutive_failures: int
+
+
+class TokenProvider:
+    """Keeps one audience's token fresh."""
+
+    def __init__(
+        self,
+        audience: str,
+        fetch: Fetch,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+        sleep: Sleep = asyncio.sleep,
+        rng: random.Random | None = None,
+        backoff: Backoff = DEFAULT_BACKOFF,
+        wait_timeout: float = 10.0,
+        observers: Sequence[Observer] = (),
+    ) -> None:
+        self.audience = audience
+        self._fetch = fetch
+        self._clock = clock
+        self._wall = wall
+        self._sleep = sleep
+        self._rng = rng or random.Random()
+        self._backoff = backoff
+        self._wait_timeout = wait_timeout
+        self._observers = tuple(observers)
+        self._token: Token | None = None
+        self._task: asyncio.Task[Token] | None = None
+        self._error: TokenRelayError | None = None
+        self._failures = 0
+        self._next_attempt = 0.0  # monotonic: no automatic attempt before this
+        self._changed = asyncio.Event()  # wakes the background loop to re-plan
+
+    # -- what callers use -------------------------------------------------------------------
+
+    @property
+    def token(self) -> Token | None:
+        return self._token
+
+    def status(self) -> Status:
+        error = self._error.message if self._error is not None else None
+        return Status(self.audience, self._token, error, self._failures)
+
+    async def get(self) -> Token:
+        """The current token; starts a refresh when it is stale; waits only when none is valid."""
+        now = self._clock()
+        token = self._token
+        if token is not None:
+            state = token.state(now)
+            if state is TokenState.FRESH:
+                return token
+            if state is TokenState.STALE:
+                if self._task is None and now >= self._next_attempt:
+                    self._start()
+                return token
+        task = self._task
+        if task is None:
+            if now < self._next_attempt and self._error is not None:
+                raise TokenUnavailable(self._unavailable_reason(now))
+            task = self._start()
+        return await self._await(task)
+
+    async def reject(self, rejected: Token) -> Token:
+        """The upstream refused ``rejected``: refresh once for every caller that saw it fail."""
+        current = self._token
+        if (
+            current is not None
+            and current.value != rejected.value
+            and current.state(self._clock()) is not TokenState.EXPIRED
+        ):
+            return current
+        task = self._task or self._start()
+        return await self._await(task)
+
+    def refresh_now(self) -> None:
+        """Start a refresh now, backoff or not (SIGHUP)."""
+        self._next_attempt = 0.0
+        if self._task is None:
+            self._start()
+
+    def ready(self, now: float | None = None) -> str | None:
+        """None when the token has at least READY_SECONDS left, else why not."""
+        now = self._clock() if now is None else now
+        token = self._token
+        if token is not None and token.remaining(now) >= READY_SECONDS:
+            return None
+        why = "no token yet" if token is None else f"token expires in {max(0.0, token.remaining(now)):.0f}s"
+        if self._error is not None:
+            why += f"; last exchange failed: {self._error.message}"
+        return f"audience {self.audience}: {why}"
+
+    # -- the background schedule --------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Refresh on schedule until cancelled."""
+        while True:
+            delay = self._delay_until_due()
+            if delay > 0:
+                await self._sleep_or_wake(delay)
+                continue
+            task = self._task or self._start()
+            with contextlib.suppress(TokenRelayError):
+                await asyncio.shield(task)
+
+    def _delay_until_due(self) -> float:
+        now = self._clock()
+        if self._task is not None:
+            return 3600.0  # woken by _changed when it ends
+        due = self._next_attempt
+        if self._token is not None and self._token.state(now) is not TokenState.EXPIRED:
+            due = max(due, self._token.refresh_at)
+        return due - now
+
+    async def _sleep_or_wake(self, delay: float) -> None:
+        self._changed.clear()
+        sleeper = asyncio.ensure_future(self._sleep(delay))
+        waker = asyncio.ensure_future(self._changed.wait())
+        try:
+            await asyncio.wait((sleeper, waker), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            sleeper.cancel()
+            waker.cancel()
+
+    # -- the exchange itself ------------------------------------------------------------------
+
+    def _start(self) -> asyncio.Task[Token]:
+        # precondition: no task in flight. Shared state is set before any await so that every
+        # caller arriving later joins this task instead of starting another.
+        task = asyncio.ensure_future(self._exchange())
+        self._task = task
+        task.add_done_callback(self._finished)
+        self._changed.set()
+        return task
+
+    def _finished(self, task: asyncio.Task[Token]) -> None:
+        if self._task is task:
+            self._task = None
+        if not task.cancelled():
+            task.exception()  # retrieved: failures are recorded and logged in _exchange
+        self._changed.set()
+
+    async def _await(self, task: asyncio.Task[Token]) -> Token:
+        try:
+            return await asyncio.wait_for(asyncio.shield(task), self._wait_timeout)
+        except TimeoutError:
+            raise TokenUnavailable(
+                f"no token for audience {self.audience} yet: the exchange has not finished after "
+                f"{self._wait_timeout:g}s (--wait-timeout)"
+            ) from None
+        except TokenRelayError as exc:
+            raise TokenUnavailable(f"no token for audience {self.audience}: {exc.message}") from None
+
+    async def _exchange(self) -> Token:
+        started = self._clock()
+        try:
+            issued = await self._fetch(self.audience)
+            received = self._clock()
+            token = self._token_from(issued, received)
+        except TokenRelayError as exc:
+            self._record_failure(exc, self._clock() - started)
+            raise
+        except Exception as exc:
+            # A bug, not an upstream condition: keep serving the old token, report it plainly.
+            log.debug("exchange crashed", exc_info=True, extra={"audience": self.audience})
+            error = TokenRelayError(f"internal error during the exchange: {type(exc).__name__}")
+            self._record_failure(error, self._clock() - started)
+            raise error from None
+        self._token = token
+        self._error = None
+        self._failures = 0
+        self._next_attempt = 0.0
+        log.info(
+            "token refreshed",
+            extra={
+                "audience": self.audience,
+                "fingerprint": token.fingerprint,
+                "expireTime": token.expire_time,
+                "refreshIn": round(token.refresh_at - received, 1),
+            },
+        )
+        for observer in self._observers:
+            observer.exchanged(token, duration=received - started, issued=issued)
+        return token
+
+    def _record_failure(self, error: TokenRelayError, duration: float) -> None:
+        self._error = error
+        self._failures += 1
+        retry_after = getattr(error, "retry_after", None)
+        delay = self._backoff.delay(self._failures, self._rng, retry_after)
+        self._next_attempt = self._clock() + delay
+        held = self._token
+        log.warning(
+            "exchange failed",
+            extra={
+                "audience": self.audience,
+                "error": error.message,
+                "consecutiveFailures": self._failures,
+                "retryIn": round(delay, 2),
+                "servingUntil": held.expire_time if held else None,
+            },
+        )
+        for observer in self._observers:
+            observer.failed(self.audience, error, duration=duration, consecutive=self._failures)
+
+    def _token_from(self, issued: Issued, received: float) -> Token:
+        """Work out the new token's life from the token itself, then schedule its refresh."""
+        wall_now = self._wall()
+        claims = unverified_claims(issued.token)
+        exp = numeric_claim(claims, "exp") if claims else None
+        iat = numeric_claim(claims, "iat") if claims else None
+        if exp is not None:
+            # Measure the remaining life on the issuer's own clock (its Date header, else the
+            # token's iat), so that a skew between us and it changes nothing.
+            issuer_now = issued.server_time or iat or wall_now
+            lifetime = exp - issuer_now
+            if iat is not None:
+                lifetime = min(lifetime, exp - iat)
+            expire_wall = wall_now + lifetime
+        elif issued.expiry is not None:
+            lifetime = issued.expiry - (issued.server_time or wall_now)
+            expire_wall = wall_now + lifetime
+        else:
+            lifetime = DEFAULT_LIFETIME
+            expire_wall = wall_now + lifetime
+        if lifetime <= MIN_LIFETIME:
+            when = format_timestamp(exp if exp is not None else expire_wall)
+            raise TokenRelayError(
+                f"token service returned a token for audience {self.audience} that expires at "
+                f"{when}, {lifetime:.0f}s from now: too short-lived to use"
+            )
+        fraction = REFRESH_FRACTION * self._rng.uniform(1 - JITTER, 1 + JITTER)
+        return Token(
+            value=issued.token,
+            audience=self.audience,
+            received_at=received,
+            lifetime=lifetime,
+            refresh_at=received + lifetime * fraction,
+            expire_wall=expire_wall,
+        )
+
+    def _unavailable_reason(self, now: float) -> str:
+        why = self._error.message if self._error else "no exchange has succeeded yet"
+        return (
+            f"no token for audience {self.audience}: {why} "
+            f"(next attempt in {max(0.0, self._next_attempt - now):.1f}s)"
+        )
+
+
+class TokenProviders:
+    """Every configured audience's provider; the TokenSource the local API and proxy use."""
+
+    def __init__(self, providers: Sequence[TokenProvider]) -> None:
+        if not providers:
+            raise ValueError("at least one audience is needed")
+        self._providers = {provider.audience: provider for provider in providers}
+        self._tasks: list[asyncio.Task[None]] = []
+
+    @property
+    def audiences(self) -> tuple[str, ...]:
+        return tuple(self._providers)
+
+    def provider(self, audience: str) -> TokenProvider:
+        try:
+            return self._providers[audience]
+        except KeyError:
+            raise UnknownAudience(
+                f"audience {audience!r} is not configured; start tokenrelay run with "
+                f"--audience {audience} (env TOKENRELAY_AUDIENCE) to keep a token for it"
+            ) from None
+
+    async def get(self, audience: str) -> Token:
+        return await self.provider(audience).get()
+
+    async def reject(self, audience: str, token: Token) -> Token:
+        return await self.provider(audience).reject(token)
+
+    def statuses(self) -> list[Status]:
+        return [provider.status() for provider in self._providers.values()]
+
+    def ready(self) -> str | None:
+        """None when every audience is ready, else the reasons, joined."""
+        reasons = [r for p in self._providers.values() if (r := p.ready()) is not None]
+        return "; ".join(reasons) if reasons else None
+
+    def refresh_all(self) -> None:
+        for provider in self._providers.values():
+            provider.refresh_now()
+
+    async def fetch_all(self) -> list[Token]:
+        """One token per audience, now (``--once``); raises TokenUnavailable on the first failure."""
+        return list(await asyncio.gather(*(p.get() for p in self._providers.values())))
+
+    def start(self) -> None:
+        """Run every provider's schedule in the background."""
+        self._tasks = [asyncio.ensure_future(p.run()) for p in self._providers.values()]
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks = []

@@ -1,0 +1,145 @@
+"""Test doubles for code built on tokenrelay (and for tokenrelay's own tests and benchmarks).
+
+``FakeClock`` drives a TokenProvider's schedule deterministically: pass ``clock=fake``,
+``wall=fake.wall`` and ``sleep=fake.sleep``, then ``tick()``. ``FakeTokenService`` is a real aiohttp
+application speaking the token exchange, issuing JWTs ``t1``, ``t2``, … (their ``jti``), counting
+calls, and failing, hanging or answering garbage on demand.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+from . import aip193
+
+
+class FakeClock:
+    """A monotonic clock that moves only when told, with a matching wall clock and sleep."""
+
+    def __init__(self, start: float = 1000.0, wall_start: float | None = None) -> None:
+        self.now = start
+        self.wall_offset = (time.time() if wall_start is None else wall_start) - start
+        self._sleepers: list[tuple[float, asyncio.Future[None]]] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def wall(self) -> float:
+        return self.now + self.wall_offset
+
+    def jump_wall(self, seconds: float) -> None:
+        """Move only the wall clock (NTP step, VM resume): the monotonic clock does not see it."""
+        self.wall_offset += seconds
+
+    async def sleep(self, seconds: float) -> None:
+        if seconds <= 0:
+            await asyncio.sleep(0)
+            return
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._sleepers.append((self.now + seconds, future))
+        await future
+
+    def tick(self, seconds: float) -> None:
+        """Advance time and wake every sleeper whose time has come."""
+        self.now += seconds
+        due = [(t, f) for t, f in self._sleepers if t <= self.now]
+        self._sleepers = [(t, f) for t, f in self._sleepers if t > self.now]
+        for _, future in due:
+            if not future.done():
+                future.set_result(None)
+
+    async def advance(self, seconds: float, step: float = 1.0) -> None:
+        """tick() in steps, letting the event loop run between them."""
+        remaining = seconds
+        while remaining > 0:
+            delta = min(step, remaining)
+            self.tick(delta)
+            remaining -= delta
+            for _ in range(5):
+                await asyncio.sleep(0)
+
+
+def _b64(data: dict[str, Any]) -> str:
+    return base64.urlsafe_b64encode(json.dumps(data).encode()).rstrip(b"=").decode()
+
+
+def make_jwt(claims: dict[str, Any]) -> str:
+    """An unsigned-looking JWT (header, claims, dummy signature): enough for a client."""
+    return f"{_b64({'alg': 'ES256', 'typ': 'JWT'})}.{_b64(claims)}.c2lnbmF0dXJl"
+
+
+Behaviour = Callable[[web.Request], Awaitable[web.StreamResponse | None]]
+
+
+@dataclass
+class FakeTokenService:
+    """A token service on a real aiohttp server; set ``behaviour`` to script failures."""
+
+    lifetime: float = 3600.0
+    wall: Callable[[], float] = time.time
+    calls: int = 0
+    issued: list[str] = field(default_factory=list, repr=False)
+    seen_id_tokens: list[str] = field(default_factory=list, repr=False)
+    seen_queries: list[dict[str, str]] = field(default_factory=list)
+    # Called before answering; a response it returns is sent instead of a token.
+    behaviour: Behaviour | None = field(default=None, repr=False)
+    gate: asyncio.Event | None = field(default=None, repr=False)  # answers wait for it when set
+
+    def app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_get("/sts/exchange", self._exchange)
+        return app
+
+    async def _exchange(self, request: web.Request) -> web.StreamResponse:
+        self.calls += 1
+        self.seen_queries.append(dict(request.query))
+        auth = request.headers.get("Authorization", "")
+        self.seen_id_tokens.append(auth.removeprefix("Bearer "))
+        if self.gate is not None:
+            await self.gate.wait()
+        if self.behaviour is not None:
+            response = await self.behaviour(request)
+            if response is not None:
+                return response
+        if not auth.startswith("Bearer ") or "aud" not in request.query:
+            return refusal(aip193.Code.INVALID_ARGUMENT, "missing bearer token or aud", 400)
+        return web.json_response({"token": self.mint(request.query["aud"])})
+
+    def mint(self, audience: str, lifetime: float | None = None, iat: float | None = None) -> str:
+        now = self.wall() if iat is None else iat
+        jti = f"t{len(self.issued) + 1}"
+        token = make_jwt(
+            {
+                "jti": jti,
+                "aud": audience,
+                "sub": "test",
+                "iat": int(now),
+                "exp": int(now + (lifetime or self.lifetime)),
+            }
+        )
+        self.issued.append(token)
+        return token
+
+
+def refusal(code: aip193.Code, message: str, status: int, reason: str = "TEST") -> web.Response:
+    """An AIP-193 error answer like the upstream's."""
+    return web.Response(
+        status=status,
+        body=aip193.encode(code, message, reason, "sts.example"),
+        content_type="application/json",
+    )
+
+
+def jti(token: str) -> str:
+    """The ``jti`` of a token minted by FakeTokenService: ``t1``, ``t2``, …"""
+    payload = token.split(".")[1]
+    claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    return str(claims["jti"])

@@ -1,0 +1,88 @@
+"""Bind the local API's Unix socket so that it is never reachable with a wider mode than configured.
+
+``bind`` then ``chmod`` leaves a moment where the socket has the umask's mode. Instead the socket is
+bound inside a fresh 0700 directory next to its final path, given its mode there, and renamed into
+place: nobody but us can reach it until it already has the configured mode.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import stat
+import tempfile
+from pathlib import Path
+
+from .errors import ConfigError
+
+_WHERE = "--socket (env TOKENRELAY_SOCKET)"
+
+
+def bind(path: str, mode: int, backlog: int = 1024) -> socket.socket:
+    """A listening Unix socket at ``path`` with permission bits ``mode``; raises ConfigError."""
+    target = Path(path)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"{_WHERE}: cannot create {target.parent}: {exc.strerror}") from None
+    _clear_stale(target)
+    try:
+        staging = Path(tempfile.mkdtemp(prefix=".tokenrelay-", dir=target.parent))
+    except OSError as exc:
+        raise ConfigError(f"{_WHERE}: cannot write in {target.parent}: {exc.strerror}") from None
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    staged = staging / "s"
+    try:
+        sock.bind(str(staged))
+        staged.chmod(mode)
+        staged.rename(target)
+        sock.listen(backlog)
+        sock.setblocking(False)
+    except OSError as exc:
+        sock.close()
+        raise ConfigError(f"{_WHERE}: cannot bind {path}: {exc.strerror or exc}") from None
+    finally:
+        with contextlib.suppress(OSError):
+            staged.unlink()
+        with contextlib.suppress(OSError):
+            staging.rmdir()
+    return sock
+
+
+def _clear_stale(target: Path) -> None:
+    """Remove a socket file nobody listens on; refuse to touch anything else."""
+    try:
+        info = target.lstat()
+    except FileNotFoundError:
+        return
+    if not stat.S_ISSOCK(info.st_mode):
+        raise ConfigError(f"{_WHERE}: {target} exists and is not a socket; remove it or choose another path")
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.settimeout(1.0)
+    try:
+        probe.connect(str(target))
+    except (ConnectionRefusedError, FileNotFoundError):
+        with contextlib.suppress(FileNotFoundError):
+            target.unlink()
+        return
+    except OSError:
+        pass  # e.g. a timeout: someone holds it but does not accept; treat as live
+    finally:
+        probe.close()
+    raise ConfigError(
+        f"{_WHERE}: another process (another tokenrelay?) is serving on {target}; "
+        "stop it or choose another path"
+    )
+
+
+def inode(path: str) -> int:
+    return os.lstat(path).st_ino
+
+
+def remove(path: str, bound_inode: int) -> None:
+    """Unlink ``path`` if it is still the socket we bound (not one a successor has bound since)."""
+    with contextlib.suppress(OSError):
+        info = os.lstat(path)
+        if stat.S_ISSOCK(info.st_mode) and info.st_ino == bound_inode:
+            Path(path).unlink()
