@@ -85,6 +85,10 @@ async def serve(
         )
         providers = build_providers(settings, exchanger)
         components: list[Component] = [SocketServer(settings, providers)]
+        if settings.proxy_listen is not None:
+            from .proxy import ProxyServer
+
+            components.append(ProxyServer.from_settings(settings, providers))
         started: list[Component] = []
         loop = asyncio.get_running_loop()
         _install_signals(loop, stop, providers)
