@@ -194,7 +194,8 @@ class ClientConnection(asyncio.Protocol):
 
     def eof_received(self) -> bool:
         self._eof = True
-        return self._active is not None  # half-closed: still send the answer
+        # Half-closed after a whole request: still send the answer. Mid-request: it cannot complete.
+        return self._active is not None and self._parsing is None and not self._queue
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -526,6 +527,7 @@ class ClientConnection(asyncio.Protocol):
             if not self._queue:
                 self._resume(_QUEUED)
             self._activate(following)
+            self._flush()
 
     def _answer(self, exchange: Exchange, answer: bytes, *, close: bool) -> None:
         exchange.status = int(answer[9:12])
