@@ -15,8 +15,8 @@ from aiohttp import WSMsgType, web
 from aiohttp.test_utils import TestServer
 
 from tokenrelay.errors import ExchangeError
-from tokenrelay.proxy import Limits, ProxyServer
 from tokenrelay.provider import TokenProvider, TokenProviders
+from tokenrelay.proxy import Limits, ProxyServer
 from tokenrelay.sts import Issued
 from tokenrelay.testing import jti, make_jwt
 

@@ -64,9 +64,10 @@ async def test_401_refreshes_once_and_retries(proxied: Proxied) -> None:
 async def test_401_with_an_unreplayable_body_passes_through(proxied: Proxied) -> None:
     """A body over 64 KiB is not kept for a retry: the client gets the upstream's 401 as it was."""
     proxied.echo.revoked.add("t1")
-    async with aiohttp.ClientSession() as session, session.post(
-        proxied.url + "/big", data=b"x" * (65 * 1024)
-    ) as response:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(proxied.url + "/big", data=b"x" * (65 * 1024)) as response,
+    ):
         assert response.status == 401
         assert (await response.json())["message"] == "token revoked"
     assert len(proxied.echo.seen) == 1

@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import AsyncIterator
 
 import aiohttp
+from yarl import URL
 
 from .conftest import Proxied, body_of, raw
 
@@ -22,9 +23,10 @@ async def test_injects_token_and_drops_hop_by_hop_headers(proxied: Proxied) -> N
         "TE": "trailers",
         "X-Kept": "yes",
     }
-    async with aiohttp.ClientSession() as session, session.get(
-        proxied.url + "/v1/things", headers=headers
-    ) as response:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(proxied.url + "/v1/things", headers=headers) as response,
+    ):
         assert response.status == 200
         assert response.headers["X-Upstream"] == "yes"
         assert "Connection" not in response.headers
@@ -39,9 +41,13 @@ async def test_injects_token_and_drops_hop_by_hop_headers(proxied: Proxied) -> N
 
 async def test_preserves_method_path_query_and_body(proxied: Proxied) -> None:
     """Method, path, query (as sent, unnormalised) and body arrive unchanged under the api-url's path."""
-    async with aiohttp.ClientSession() as session, session.put(
-        aiohttp.client.URL(proxied.url + "/v1/a%2Fb/c?x=1&y=%20z&x=2", encoded=True), data=b"payload \x00\xff"
-    ) as response:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.put(
+            URL(proxied.url + "/v1/a%2Fb/c?x=1&y=%20z&x=2", encoded=True),
+            data=b"payload \x00\xff",
+        ) as response,
+    ):
         seen = await response.json()
     assert seen["method"] == "PUT"
     assert seen["path"] == "/base/v1/a%2Fb/c?x=1&y=%20z&x=2"
@@ -89,9 +95,10 @@ async def test_head_and_no_content_answers_have_no_body(proxied: Proxied) -> Non
 
 async def test_redirects_are_handed_to_the_client(proxied: Proxied) -> None:
     """A redirect is not followed: the client gets the 302 and its Location."""
-    async with aiohttp.ClientSession() as session, session.get(
-        proxied.url + "/redirect", allow_redirects=False
-    ) as response:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(proxied.url + "/redirect", allow_redirects=False) as response,
+    ):
         assert response.status == 302
         assert response.headers["Location"] == "https://elsewhere.example/"
     assert len(proxied.echo.seen) == 1
@@ -101,7 +108,8 @@ async def test_expect_continue_is_answered_by_the_proxy(proxied: Proxied) -> Non
     """A client that waits for 100 Continue gets it, and its body goes through."""
     answer = await raw(
         proxied.port,
-        b"POST /e HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 5\r\nConnection: close\r\n\r\n",
+        b"POST /e HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 5\r\n"
+        b"Connection: close\r\n\r\n",
         read_all=False,
     )
     assert answer.startswith(b"HTTP/1.1 100 Continue\r\n\r\n")

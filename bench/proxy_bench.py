@@ -1,6 +1,6 @@
 """Benchmark: tokenrelay's proxy against nginx as a reverse proxy, on the same nginx upstream.
 
-    python bench/proxy.py [--runs 3] [--duration 5] [--variants default,asyncio,...]
+    bench/proxy.sh [--runs 3] [--duration 5] [--variants default,asyncio,...]
 
 In one run: nginx (a temporary prefix, in the foreground) serves a small JSON page (a) and, in a
 second server block, proxies to it with a static Authorization header (b); tokenrelay's proxy (c)
