@@ -20,7 +20,7 @@ from tokenrelay.proxy import Limits, ProxyServer
 from tokenrelay.sts import Issued
 from tokenrelay.testing import jti, make_jwt
 
-ServerFactory = Callable[[web.Application], Awaitable[TestServer]]
+ServerFactory = Callable[..., Awaitable[TestServer]]
 
 
 @dataclass
@@ -162,9 +162,17 @@ StartProxy = Callable[..., Awaitable[ProxyServer]]
 async def start_proxy() -> AsyncIterator[StartProxy]:
     started: list[ProxyServer] = []
 
-    async def start(api_url: str, tokens: Any, observer: Any = None, **limits: Any) -> ProxyServer:
+    async def start(
+        api_url: str, tokens: Any, observer: Any = None, upstream_ca: str | None = None, **limits: Any
+    ) -> ProxyServer:
         proxy = ProxyServer(
-            api_url, tokens, listen=("127.0.0.1", 0), limits=Limits(**limits), grace=5.0, observer=observer
+            api_url,
+            tokens,
+            listen=("127.0.0.1", 0),
+            upstream_ca=upstream_ca,
+            limits=Limits(**limits),
+            grace=5.0,
+            observer=observer,
         )
         await proxy.start()
         started.append(proxy)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -447,6 +448,8 @@ class ClientConnection(asyncio.Protocol):
             self._task = None
             upstream = server.upstream
             message = f"cannot reach the upstream {upstream.host}:{upstream.port}: {exc.strerror or exc}"
+            if isinstance(exc, ssl.SSLCertVerificationError):
+                message += "; if it uses a private CA, pass its bundle with --upstream-ca"
             log.warning("upstream unreachable", extra={"error": message})
             self._fail(exchange, partial(answers.unreachable, message))
             return
