@@ -203,3 +203,12 @@ async def test_malformed_request_gets_400(proxied: Proxied) -> None:
     )
     assert answer.startswith(b"HTTP/1.1 400 Bad Request")
     assert proxied.echo.seen == []
+
+
+async def test_broken_chunked_body_cuts_the_connection(proxied: Proxied) -> None:
+    """A request whose chunked body turns to garbage is cut off instead of waiting forever."""
+    answer = await raw(
+        proxied.port,
+        b"POST /slow HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\nZZZ\r\n",
+    )
+    assert answer == b""

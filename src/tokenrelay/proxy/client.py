@@ -553,6 +553,10 @@ class ClientConnection(asyncio.Protocol):
         self._upgrading = None
         if not answer:
             return
+        active = self._active
+        if active is not None and not active.complete:
+            self._abort()  # its body was cut by the error: it can never be sent in full
+            return
         exchange = Exchange(monotonic())
         exchange.refusal = answer
         exchange.complete = True
