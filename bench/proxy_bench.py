@@ -135,19 +135,22 @@ def measure(args: argparse.Namespace) -> int:
         with nginx(Path(tmp), page, nginx_proxy):
             for run in range(1, args.runs + 1):
                 direct = wrk(page, args.duration)
-                anchor = wrk(nginx_proxy, args.duration)
-                print(f"run {run}: upstream direct  {direct[0]:9.0f} req/s  p99 {direct[1]:6.2f} ms")
-                print(f"run {run}: nginx proxy      {anchor[0]:9.0f} req/s  p99 {anchor[1]:6.2f} ms")
+                print(f"run {run}: (a) upstream direct       {direct[0]:6.0f} req/s  p99 {direct[1]:6.2f} ms")
                 for variant in variants:
+                    # The anchor is measured right before each variant: the machine may be shared,
+                    # and a ratio of two measurements minutes apart would mostly measure the neighbours.
+                    anchor = wrk(nginx_proxy, args.duration)
                     port = free_port()
                     with relay(variant, page, port):
                         wrk(port, 1)  # warm up: pool filled, code paths hot
                         rps, p99 = wrk(port, args.duration)
                     ratio = rps / anchor[0]
                     ratios[variant].append(ratio)
+                    rps_b, p99_b = anchor
+                    print(f"run {run}: (b) nginx proxy           {rps_b:6.0f} req/s  p99 {p99_b:6.2f} ms")
                     print(
-                        f"run {run}: tokenrelay {variant:15} {rps:6.0f} req/s  p99 {p99:6.2f} ms  "
-                        f"ratio {ratio:.3f}"
+                        f"run {run}: (c) tokenrelay {variant:14} {rps:6.0f} req/s  p99 {p99:6.2f} ms  "
+                        f"ratio tokenrelay/nginx {ratio:.3f}"
                     )
     print()
     for variant, values in ratios.items():
