@@ -251,6 +251,23 @@ async def test_reject_refreshes_once_for_everyone(harness: Harness) -> None:
     assert jti(late.value) == "t2" and harness.service.calls == 2
 
 
+async def test_rejections_during_an_outage_respect_the_backoff(harness: Harness) -> None:
+    """A flood of 401s while the token service is down causes one exchange, not one per 401."""
+    provider = harness.provider()
+    old = await provider.get()
+
+    async def down(request: web.Request) -> web.StreamResponse:
+        return refusal(aip193.Code.UNAVAILABLE, "down", 503)
+
+    harness.service.behaviour = down
+    with pytest.raises(TokenUnavailable, match="down"):
+        await provider.reject(old)
+    for _ in range(50):
+        with pytest.raises(TokenUnavailable, match="next attempt in"):
+            await provider.reject(old)
+    assert harness.attempts == 2  # the first token, and the one forced refresh
+
+
 async def test_first_start_with_service_down_fails_fast_with_reason(harness: Harness) -> None:
     """With no token and a failed attempt, callers get the reason at once, not a long hang."""
 
