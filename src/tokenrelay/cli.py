@@ -13,6 +13,8 @@ from ._version import __version__
 if TYPE_CHECKING:
     import asyncio
 
+    from .config import Settings
+
 
 # Subcommands that live in their own modules: ``add_arguments(parser)`` and ``run(args) -> int``.
 # Imported only when named, so that ``tokenrelay token`` never pays for the emulator.
@@ -101,11 +103,11 @@ def _run(args: argparse.Namespace) -> int:
     from . import logs
 
     logs.setup(settings.log_level, settings.log_format)
-    return run_settings(settings)
+    return run_settings(settings, reload=lambda: config.load(args))
 
 
-def run_settings(settings: object) -> int:
-    """Run the daemon on the fastest event loop available."""
+def run_settings(settings: object, reload: Callable[[], Settings] | None = None) -> int:
+    """Run the daemon on the fastest event loop available; ``reload`` re-reads settings (SIGHUP)."""
     import asyncio
 
     from . import daemon
@@ -115,7 +117,7 @@ def run_settings(settings: object) -> int:
     assert isinstance(settings, Settings)
     try:
         with asyncio.Runner(loop_factory=_loop_factory()) as runner:
-            return runner.run(daemon.serve(settings))
+            return runner.run(daemon.serve(settings, reload=reload))
     except ConfigError as exc:
         print(f"tokenrelay run: {exc}", file=sys.stderr)
         return 2
