@@ -31,7 +31,13 @@ _KINDS = {
 }
 
 
+# Defaults worked out in config.load rather than held in the table.
+_DERIVED_DEFAULTS = {"id_token_source": "`file` (`env` when --id-token-env is set)"}
+
+
 def _default(option: Option) -> str:
+    if option.name in _DERIVED_DEFAULTS:
+        return _DERIVED_DEFAULTS[option.name]
     if option.required:
         return "required"
     if option.default in (None, ()):
