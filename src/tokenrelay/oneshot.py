@@ -6,6 +6,7 @@ token and every file was written, 1 otherwise, with one line on stderr saying wh
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sys
 from collections.abc import Sequence
@@ -14,6 +15,7 @@ from typing import TextIO
 from .errors import TokenRelayError
 from .provider import TokenProviders
 from .sinks import FileSink
+from .token import Token
 
 log = logging.getLogger("tokenrelay.once")
 
@@ -23,11 +25,19 @@ PREFIX = "tokenrelay run --once"
 async def run(providers: TokenProviders, sinks: Sequence[FileSink], stderr: TextIO | None = None) -> int:
     """Exchange every audience once and write the sinks; the process exit status."""
     out = stderr or sys.stderr
-    try:
-        tokens = await providers.fetch_all()
-    except TokenRelayError as exc:
-        print(f"{PREFIX}: {exc.message}", file=out)
-        return 1
+    # Not fetch_all(): it returns at the first failure while the other exchanges still run, and
+    # their log lines would then follow the one line that is meant to be the last word.
+    results = await asyncio.gather(
+        *(providers.get(audience) for audience in providers.audiences), return_exceptions=True
+    )
+    tokens: list[Token] = []
+    for result in results:
+        if isinstance(result, TokenRelayError):
+            print(f"{PREFIX}: {result.message}", file=out)
+            return 1
+        if isinstance(result, BaseException):
+            raise result
+        tokens.append(result)
     by_audience = {token.audience: token for token in tokens}
     for sink in sinks:
         try:

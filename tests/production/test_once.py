@@ -113,3 +113,26 @@ async def test_once_unwritable_token_file_exits_one(
     assert last.startswith("tokenrelay run --once: cannot write the token file")
     assert str(blocker) in last
     assert jti(upstream.service.issued[0]) == "t1"
+
+
+async def test_once_reason_is_the_last_line_with_several_audiences(
+    upstream: Upstream, id_token_file: Path, tmp_path: Path
+) -> None:
+    """When one audience fails while another is still exchanging, the reason still ends stderr."""
+    refused = asyncio.Event()
+
+    async def split(request: web.Request) -> web.Response | None:
+        if request.query["aud"] == "registry.example.test":
+            refused.set()
+            return refusal(aip193.Code.PERMISSION_DENIED, "registry audience not allowed", 403)
+        # A slow answer for the API audience, well after the registry's refusal.
+        await refused.wait()
+        await asyncio.sleep(0.5)
+        return None
+
+    upstream.service.behaviour = split
+    status, err = await run_once(run_args(upstream, id_token_file, "--audience", "registry.example.test"))
+    assert status == 1
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("tokenrelay run --once: no token for audience registry.example.test")
+    assert "registry audience not allowed" in last
