@@ -103,11 +103,11 @@ def _run(args: argparse.Namespace) -> int:
     from . import logs
 
     logs.setup(settings.log_level, settings.log_format)
-    return run_settings(settings)
+    return run_settings(settings, reload=lambda: config.load(args))
 
 
-def run_settings(settings: object) -> int:
-    """Run the daemon; see _loop_factory for the choice of event loop."""
+def run_settings(settings: object, reload: Callable[[], Settings] | None = None) -> int:
+    """Run the daemon (see _loop_factory for its event loop); ``reload`` re-reads settings (SIGHUP)."""
     import asyncio
 
     from . import daemon
@@ -117,7 +117,7 @@ def run_settings(settings: object) -> int:
     assert isinstance(settings, Settings)
     try:
         with asyncio.Runner(loop_factory=_loop_factory(settings)) as runner:
-            return runner.run(daemon.serve(settings))
+            return runner.run(daemon.serve(settings, reload=reload))
     except ConfigError as exc:
         print(f"tokenrelay run: {exc}", file=sys.stderr)
         return 2
