@@ -215,3 +215,11 @@ async def test_token_provider_gets_a_token_through_a_rotating_file(world: World,
     status, _ = await world.call("GET", "/iam/v2beta1/groups", as_="provided")
     assert status == 200
     assert fingerprint(token.value) == token.fingerprint
+
+
+async def test_mint_endpoint_refuses_malformed_requests(world: World) -> None:
+    """The mint endpoint answers 400 code 3 for a body that is not an object or lacks sub."""
+    for body in ([1, 2], {"aud": "x"}, {"sub": "s", "lifetime": -1}):
+        async with world.http.post(world.url + "/emulator/v1/mint", json=body) as r:
+            assert r.status == 400, body
+            assert (await r.json())["code"] == 3

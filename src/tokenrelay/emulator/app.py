@@ -173,6 +173,8 @@ class Emulator:
             fields = await request.json()
         except ValueError:
             raise invalid_argument("body", "not JSON", STS_DOMAIN) from None
+        if not isinstance(fields, dict):
+            raise invalid_argument("body", "must be a JSON object", STS_DOMAIN)
         subject, audience = fields.get("sub"), fields.get("aud") or self.base_url
         lifetime = fields.get("lifetime", 3600)
         if not isinstance(subject, str) or not subject:
