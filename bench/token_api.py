@@ -117,9 +117,23 @@ def main() -> None:
         stack.callback(hello.kill)
         time.sleep(0.5)  # let the fake token service bind before the sidecar's first exchange
         relay = subprocess.Popen(
-            [BIN / "tokenrelay", "run", "--auth-url", f"http://127.0.0.1:{port}",
-             "--api-url", "https://api.example", "--identity", "org/bench",
-             "--id-token-file", str(oidc), "--socket", relay_sock, "--log-level", "warning"])
+            [
+                BIN / "tokenrelay",
+                "run",
+                "--auth-url",
+                f"http://127.0.0.1:{port}",
+                "--api-url",
+                "https://api.example",
+                "--identity",
+                "org/bench",
+                "--id-token-file",
+                str(oidc),
+                "--socket",
+                relay_sock,
+                "--log-level",
+                "warning",
+            ]
+        )
         stack.callback(relay.kill)
         _wait_for(hello_sock, hello)
         _wait_for(relay_sock, relay)
@@ -136,8 +150,11 @@ def main() -> None:
 
     def summary(name: str) -> tuple[float, float, float]:
         rows = results[name]
-        return (statistics.median(r[0] for r in rows), statistics.median(r[1] for r in rows),
-                statistics.median(r[2] for r in rows))
+        return (
+            statistics.median(r[0] for r in rows),
+            statistics.median(r[1] for r in rows),
+            statistics.median(r[2] for r in rows),
+        )
 
     h_rps, h_p50, h_p99 = summary("hello")
     r_rps, r_p50, r_p99 = summary("relay")
@@ -145,8 +162,10 @@ def main() -> None:
     print(f"aiohttp hello-world  {h_rps:8.0f} req/s  p50 {h_p50:5.2f} ms  p99 {h_p99:5.2f} ms")
     print(f"tokenrelay /v1/token {r_rps:8.0f} req/s  p50 {r_p50:5.2f} ms  p99 {r_p99:5.2f} ms")
     print(f"ratio tokenrelay/hello = {r_rps / h_rps:.2f} (target >= 0.80)")
-    print(f"idle RSS: tokenrelay run {relay_rss:.1f} MiB (target <= 40), "
-          f"aiohttp hello-world {hello_rss:.1f} MiB, ratio {relay_rss / hello_rss:.2f}")
+    print(
+        f"idle RSS: tokenrelay run {relay_rss:.1f} MiB (target <= 40), "
+        f"aiohttp hello-world {hello_rss:.1f} MiB, ratio {relay_rss / hello_rss:.2f}"
+    )
 
 
 if __name__ == "__main__":
