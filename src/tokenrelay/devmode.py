@@ -65,11 +65,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from . import logs
-    from .cli import _loop_factory
+    from .cli import loop_factory
 
     logs.setup(args.log_level, "text")  # to stderr: stdout carries the lines a user (or test) reads
     try:
-        with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+        with asyncio.Runner(loop_factory=loop_factory(True)) as runner:
             return runner.run(main(args))
     except KeyboardInterrupt:
         return 130

@@ -84,11 +84,11 @@ def run(args: argparse.Namespace) -> int:
     if args.action == "mint":
         return _mint(args)
     from .. import logs
-    from ..cli import _loop_factory
+    from ..cli import loop_factory
 
     logs.setup("info", "text")
     try:
-        with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+        with asyncio.Runner(loop_factory=loop_factory(True)) as runner:
             return runner.run(serve(args))
     except KeyboardInterrupt:
         return 0
