@@ -15,18 +15,21 @@ import contextlib
 import logging
 import signal
 from collections.abc import Callable, Mapping, Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import aiohttp
 from aiohttp import web
-from prometheus_client import CollectorRegistry
 
 from . import idtoken, localapi, oneshot, sinks, unixsocket
 from .config import Settings
 from .exchanger import Exchanger
-from .metrics import Metrics, MetricsServer
 from .provider import Observer, TokenProvider, TokenProviders
 from .reloader import Reloader
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
+    from .metrics import Metrics
 
 log = logging.getLogger("tokenrelay")
 
@@ -91,7 +94,8 @@ async def serve(
     ``reload`` gives the settings anew (SIGHUP); ``registry`` holds the metrics (a fresh one if None).
     """
     stop = stop or asyncio.Event()
-    metrics = Metrics(registry or CollectorRegistry(), settings.audiences)
+    metrics = _metrics(settings, registry)
+    observers: list[Observer] = [metrics] if metrics else []
     file_sinks = sinks.from_settings(settings.token_files, settings.token_file_mode)
     connector = aiohttp.TCPConnector(limit=16, ttl_dns_cache=60)
     async with aiohttp.ClientSession(connector=connector, trust_env=True) as session:
@@ -101,13 +105,17 @@ async def serve(
             settings.identity,
             idtoken.from_settings(settings, session, environ),
             timeout=settings.exchange_timeout,
-            on_id_token=metrics.id_token,
+            on_id_token=metrics.id_token if metrics else None,
         )
         if settings.once:
-            return await oneshot.run(build_providers(settings, exchanger, [metrics]), file_sinks)
-        providers = build_providers(settings, exchanger, [metrics, *file_sinks])
-        components: list[Component] = [SocketServer(settings, providers, metrics.count)]
-        if settings.metrics_listen:
+            return await oneshot.run(build_providers(settings, exchanger, observers), file_sinks)
+        providers = build_providers(settings, exchanger, [*observers, *file_sinks])
+        components: list[Component] = [
+            SocketServer(settings, providers, metrics.count if metrics else _uncounted)
+        ]
+        if metrics and settings.metrics_listen:
+            from .metrics import MetricsServer
+
             components.append(
                 MetricsServer(
                     settings.metrics_listen,
@@ -141,6 +149,21 @@ async def serve(
             _remove_signals(loop)
     log.info("stopped")
     return 0
+
+
+def _metrics(settings: Settings, registry: CollectorRegistry | None) -> Metrics | None:
+    """Metrics only when someone can read them: prometheus-client costs 1 MiB of idle RSS."""
+    if settings.metrics_listen is None and registry is None:
+        return None
+    from prometheus_client import CollectorRegistry
+
+    from .metrics import Metrics
+
+    return Metrics(registry or CollectorRegistry(), settings.audiences)
+
+
+def _uncounted(via: str) -> None:
+    """The local API's request counter when no metrics are kept."""
 
 
 def _install_signals(

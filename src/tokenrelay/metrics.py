@@ -49,6 +49,7 @@ class ProxyMetrics:
             buckets=PROXY_BUCKETS,
             registry=registry,
         )
+        self._by_code: dict[int, Counter] = {}
         self._retries = Counter(
             "tokenrelay_proxy_retries",
             "Requests the proxy sent again with a refreshed token after the upstream answered 401.",
@@ -56,7 +57,10 @@ class ProxyMetrics:
         )
 
     def request(self, code: int, duration: float) -> None:
-        self._requests.labels(code=str(code)).inc()
+        child = self._by_code.get(code)
+        if child is None:  # labels() takes a lock and builds a key: once per code, not per request
+            child = self._by_code[code] = self._requests.labels(code=str(code))
+        child.inc()
         self._duration.observe(duration)
 
     def retry(self) -> None:
@@ -110,6 +114,7 @@ class Metrics:
             "The token service's clock (its Date header, 1 s resolution) minus this host's.",
             registry=registry,
         )
+        self._by_via: dict[str, Counter] = {}
         self._token_requests = Counter(
             "tokenrelay_token_requests",
             "Requests for a token, by the way they came (socket, proxy, ...).",
@@ -151,7 +156,10 @@ class Metrics:
 
     def count(self, via: str) -> None:
         """``localapi`` COUNT: someone asked for a token through ``via``."""
-        self._token_requests.labels(via=via).inc()
+        child = self._by_via.get(via)
+        if child is None:  # on the request path: resolve the labelled child once per ``via``
+            child = self._by_via[via] = self._token_requests.labels(via=via)
+        child.inc()
 
 
 METRICS_REGISTRY: web.AppKey[CollectorRegistry] = web.AppKey("metrics_registry")
