@@ -26,6 +26,9 @@ PRIORITY = 9.0
 class TokenRelayKeyring(KeyringBackend):
     """Answers with the current tokenrelay token for the configured hosts, and nothing else."""
 
+    def __init__(self) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]
+
     @properties.classproperty
     def priority(cls) -> float:
         try:
