@@ -105,7 +105,12 @@ def handle(
 
 
 def main() -> int:
-    return handle(sys.argv[1] if len(sys.argv) > 1 else "", sys.stdin, sys.stdout, stderr=sys.stderr)
+    try:
+        return handle(sys.argv[1] if len(sys.argv) > 1 else "", sys.stdin, sys.stdout, stderr=sys.stderr)
+    except BrokenPipeError:  # the client stopped reading: nothing left to tell it
+        return 1
+    except KeyboardInterrupt:
+        return 130
 
 
 if __name__ == "__main__":
