@@ -165,9 +165,9 @@ def main() -> None:
     print(f"helper: {helper}")
     print(f"interpreter: {python}")
     print(f"runs: {args.runs} each, interleaved; load average {os.getloadavg()[0]:.2f}")
-    print(f"{'':48}{'wall':>10}{'cpu':>10}")
-    print(f"{'echo ' + HOST + ' | docker-credential-tokenrelay get':48}{helper_ms:8.1f}ms{helper_cpu:8.1f}ms")
-    print(f"{'python -c pass':48}{python_ms:8.1f}ms{python_cpu:8.1f}ms")
+    print(f"{'':62}{'wall':>10}{'cpu':>10}")
+    print(f"{'echo ' + HOST + ' | docker-credential-tokenrelay get':62}{helper_ms:8.1f}ms{helper_cpu:8.1f}ms")
+    print(f"{'python -c pass':62}{python_ms:8.1f}ms{python_cpu:8.1f}ms")
     print(f"ratio (wall medians): {helper_ms / python_ms:.2f}   (target <= 2.0)")
     print(f"ratio (cpu medians):  {helper_cpu / python_cpu:.2f}   (less sensitive to a busy machine)")
 
