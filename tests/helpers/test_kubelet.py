@@ -117,7 +117,10 @@ def test_service_account_token_falls_back_to_the_identity_flag() -> None:
     ("env", "message"),
     [
         (ENV, "annotate it with tokenrelay.dev/identity, or pass --identity"),
-        ({"TOKENRELAY_HOSTS": "registry.example.com", "TOKENRELAY_IDENTITY": "i"}, "pass --auth-url"),
+        (
+            {"TOKENRELAY_HOSTS": "registry.example.com", "TOKENRELAY_IDENTITY": "i"},
+            "--auth-url (env TOKENRELAY_AUTH_URL) must be an http:// or https:// URL",
+        ),
     ],
 )
 def test_service_account_path_explains_missing_settings(env: dict[str, str], message: str) -> None:

@@ -56,10 +56,8 @@ def fetch(
     exchange: Callable[[str, str, str, str, float], tuple[str, float | None]] | None = None,
 ) -> Credential:
     """A token for ``audience`` from the cache, else from a fresh exchange; raises CredentialError."""
-    auth_url = environ[AUTH_URL_ENV].strip().rstrip("/")
+    auth_url = auth_url_from(environ)
     identity = environ[IDENTITY_ENV].strip()
-    if not auth_url.startswith(("https://", "http://")):
-        raise CredentialError(f"{AUTH_URL_ENV} must be an http:// or https:// URL, not {auth_url!r}")
     directory = cache_dir(environ)
     path = directory / cache_name(auth_url, identity, audience)
     now = wall()
@@ -72,6 +70,15 @@ def fetch(
     expiry = token_expiry(token, expiry, now)
     store_cached(directory, path, token, expiry)
     return credential(token, expiry)
+
+
+def auth_url_from(environ: Mapping[str, str]) -> str:
+    """The token service's base URL, without a trailing slash; raises CredentialError."""
+    auth_url = (environ.get(AUTH_URL_ENV) or "").strip().rstrip("/")
+    if not auth_url.startswith(("https://", "http://")):
+        shown = f", not {auth_url!r}" if auth_url else ""
+        raise CredentialError(f"--auth-url (env {AUTH_URL_ENV}) must be an http:// or https:// URL{shown}")
+    return auth_url
 
 
 def credential(token: str, expiry: float) -> Credential:
@@ -165,7 +172,7 @@ def exchange_token(
     from urllib.parse import urlencode
 
     url = auth_url + "/sts/exchange"
-    request = urllib.request.Request(  # noqa: S310 - auth_url is checked to be http(s) by fetch()
+    request = urllib.request.Request(  # noqa: S310 - auth_url_from() allows only http(s)
         url + "?" + urlencode({"aud": audience, "identity": identity}),
         headers={"Authorization": f"Bearer {id_token}", "Accept": "application/json"},
     )

@@ -21,7 +21,15 @@ import os
 import sys
 import time
 
-from .fallback import AUTH_URL_ENV, IDENTITY_ENV, exchange_token, timeout_from, token_expiry
+from .fallback import (
+    AUTH_URL_ENV,
+    IDENTITY_ENV,
+    auth_url_from,
+    credential,
+    exchange_token,
+    timeout_from,
+    token_expiry,
+)
 from .hosts import HOSTS_ENV, HostsError, load, match
 from .source import SOCKET_ENV, Credential, CredentialError, fetcher
 
@@ -190,15 +198,9 @@ def _exchange_service_account(
             f"no identity for this pod's service account: annotate it with {IDENTITY_ANNOTATION}, "
             f"or pass --identity (env {IDENTITY_ENV}) in the provider's args"
         )
-    auth_url = (environ.get(AUTH_URL_ENV) or "").strip().rstrip("/")
-    if not auth_url.startswith(("https://", "http://")):
-        raise CredentialError(
-            f"a service-account token needs the token service: pass --auth-url (env {AUTH_URL_ENV})"
-        )
+    auth_url = auth_url_from(environ)
     token, stated = exchange(auth_url, audience, identity, sa_token, timeout_from(environ))
-    from ..timestamps import format_timestamp
-
-    return Credential(token, format_timestamp(token_expiry(token, stated, now)))
+    return credential(token, token_expiry(token, stated, now))
 
 
 def cache_seconds(issued: float | None, expires: float | None, now: float) -> int:
