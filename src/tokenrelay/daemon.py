@@ -124,6 +124,12 @@ async def serve(
                     shutdown_grace=settings.shutdown_grace,
                 )
             )
+        if settings.proxy_listen is not None:
+            from .proxy import ProxyServer
+
+            components.append(
+                ProxyServer.from_settings(settings, providers, metrics.proxy if metrics else None)
+            )
         started: list[Component] = []
         loop = asyncio.get_running_loop()
         _install_signals(loop, stop, Reloader(settings, reload, providers, file_sinks))

@@ -1,0 +1,255 @@
+"""Benchmark: tokenrelay's proxy against nginx as a reverse proxy, on the same nginx upstream.
+
+    bench/proxy.sh [--runs 3] [--duration 5] [--variants default,asyncio,...]
+
+In one run: nginx (a temporary prefix, in the foreground) serves a small JSON page (a) and, in a
+second server block, proxies to it with a static Authorization header (b); tokenrelay's proxy (c)
+runs in its own process with a token source that serves a fixed token. ``wrk -t1 -c32`` measures
+each; the script prints requests/s, p99 and the ratio tokenrelay/nginx-proxy. Variants switch off
+one design choice each, to show what it buys:
+
+  default         uvloop, token held between refreshes, pooled keep-alive upstream connections
+  asyncio         asyncio's own event loop instead of uvloop
+  no-token-cache  ask the TokenSource on every request (an await, hence a task, per request)
+  no-pool         a new upstream connection for every request
+  aiohttp         the thinnest aiohttp pass-through (web server + ClientSession), for scale
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import re
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+PAGE = '{"uid":"groups/acme","name":"acme","verified":false}'
+
+NGINX_CONF = """
+daemon off;
+master_process off;
+worker_processes 1;
+error_log {prefix}/error.log warn;
+pid {prefix}/nginx.pid;
+events {{ worker_connections 4096; }}
+http {{
+    access_log off;
+    client_body_temp_path {prefix}/body;
+    proxy_temp_path {prefix}/proxy;
+    fastcgi_temp_path {prefix}/fastcgi;
+    uwsgi_temp_path {prefix}/uwsgi;
+    scgi_temp_path {prefix}/scgi;
+    keepalive_requests 1000000;
+    upstream page {{ server 127.0.0.1:{page}; keepalive 64; }}
+    server {{
+        listen 127.0.0.1:{page};
+        location / {{ default_type application/json; return 200 '{body}'; }}
+    }}
+    server {{
+        listen 127.0.0.1:{proxy};
+        location / {{
+            proxy_pass http://page;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_set_header Authorization "Bearer static-benchmark-token";
+        }}
+    }}
+}}
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def wait_port(port: int, deadline: float = 10.0) -> None:
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.2):
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on port {port}")
+
+
+@contextlib.contextmanager
+def nginx(prefix: Path, page: int, proxy: int) -> Iterator[None]:
+    conf = prefix / "nginx.conf"
+    conf.write_text(NGINX_CONF.format(prefix=prefix, page=page, proxy=proxy, body=PAGE))
+    proc = subprocess.Popen(["nginx", "-p", str(prefix), "-c", str(conf)], stderr=subprocess.DEVNULL)
+    try:
+        wait_port(page)
+        wait_port(proxy)
+        yield
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+@contextlib.contextmanager
+def relay(variant: str, upstream: int, port: int) -> Iterator[None]:
+    proc = subprocess.Popen(
+        [sys.executable, __file__, "--serve", variant, "--upstream", str(upstream), "--port", str(port)]
+    )
+    try:
+        wait_port(port)
+        yield
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def wrk(port: int, duration: int) -> tuple[float, float]:
+    """(requests/s, p99 in ms)."""
+    out = subprocess.run(
+        ["wrk", "-t1", "-c32", f"-d{duration}s", "--latency", f"http://127.0.0.1:{port}/v1/page"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
+    value, unit = re.search(r"99%\s+([\d.]+)(us|ms|s)", out).groups()  # type: ignore[union-attr]
+    p99 = float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
+    return rps, p99
+
+
+def measure(args: argparse.Namespace) -> int:
+    if not shutil.which("nginx") or not shutil.which("wrk"):
+        print("needs nginx and wrk: apt-get install -y nginx wrk", file=sys.stderr)
+        return 2
+    variants = args.variants.split(",")
+    ratios: dict[str, list[float]] = {v: [] for v in variants}
+    with tempfile.TemporaryDirectory(prefix="tokenrelay-bench-") as tmp:
+        page, nginx_proxy = free_port(), free_port()
+        with nginx(Path(tmp), page, nginx_proxy):
+            for run in range(1, args.runs + 1):
+                direct = wrk(page, args.duration)
+                print(f"run {run}: (a) upstream direct       {direct[0]:6.0f} req/s  p99 {direct[1]:6.2f} ms")
+                for variant in variants:
+                    # The anchor is measured right before each variant: the machine may be shared,
+                    # and a ratio of two measurements minutes apart would mostly measure the neighbours.
+                    anchor = wrk(nginx_proxy, args.duration)
+                    port = free_port()
+                    with relay(variant, page, port):
+                        wrk(port, 1)  # warm up: pool filled, code paths hot
+                        rps, p99 = wrk(port, args.duration)
+                    ratio = rps / anchor[0]
+                    ratios[variant].append(ratio)
+                    rps_b, p99_b = anchor
+                    print(f"run {run}: (b) nginx proxy           {rps_b:6.0f} req/s  p99 {p99_b:6.2f} ms")
+                    print(
+                        f"run {run}: (c) tokenrelay {variant:14} {rps:6.0f} req/s  p99 {p99:6.2f} ms  "
+                        f"ratio tokenrelay/nginx {ratio:.3f}"
+                    )
+    print()
+    for variant, values in ratios.items():
+        print(
+            f"{variant:15} ratio tokenrelay/nginx: median {statistics.median(values):.3f} "
+            f"(min {min(values):.3f}, max {max(values):.3f}, {len(values)} runs)"
+        )
+    return 0
+
+
+# -- the relay process ---------------------------------------------------------------------------
+
+
+def serve(variant: str, upstream: int, port: int) -> None:
+    if variant == "aiohttp":
+        serve_aiohttp(upstream, port)
+        return
+    from tokenrelay.proxy import ProxyServer
+    from tokenrelay.proxy.bearer import Bearer
+    from tokenrelay.proxy.pool import UpstreamPool
+    from tokenrelay.token import Token
+
+    class FixedToken:
+        audiences = ("bench",)
+
+        def __init__(self) -> None:
+            now = time.monotonic()
+            self.token = Token("static-benchmark-token", "bench", now, 86400.0, now + 43200.0, time.time())
+
+        async def get(self, audience: str) -> Token:
+            return self.token
+
+        async def reject(self, audience: str, token: Token) -> Token:
+            return self.token
+
+    if variant == "no-token-cache":
+        Bearer.current = lambda self: None  # type: ignore[method-assign]
+    if variant == "no-pool":
+        original = UpstreamPool.release
+        UpstreamPool.release = lambda self, conn, reusable: original(self, conn, False)  # type: ignore[method-assign]
+
+    async def main() -> None:
+        proxy = ProxyServer(f"http://127.0.0.1:{upstream}", FixedToken(), listen=("127.0.0.1", port))
+        await proxy.start()
+        await asyncio.Event().wait()
+
+    if variant == "asyncio":
+        asyncio.run(main())
+    else:
+        import uvloop
+
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            runner.run(main())
+
+
+def serve_aiohttp(upstream: int, port: int) -> None:
+    import aiohttp
+    import uvloop
+    from aiohttp import web
+
+    async def main() -> None:
+        session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=64))
+
+        async def handler(request: web.Request) -> web.Response:
+            async with session.request(
+                request.method,
+                f"http://127.0.0.1:{upstream}{request.path_qs}",
+                headers={"Authorization": "Bearer static-benchmark-token"},
+                data=await request.read(),
+            ) as answer:
+                return web.Response(status=answer.status, body=await answer.read())
+
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", handler)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", port).start()
+        await asyncio.Event().wait()
+
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        runner.run(main())
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--duration", type=int, default=5)
+    parser.add_argument("--variants", default="default")
+    parser.add_argument("--serve", help=argparse.SUPPRESS)
+    parser.add_argument("--upstream", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve:
+        with contextlib.suppress(KeyboardInterrupt):
+            serve(args.serve, args.upstream, args.port)
+        return 0
+    return measure(args)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    sys.exit(main())

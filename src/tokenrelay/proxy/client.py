@@ -1,0 +1,590 @@
+"""One client connection: parses its requests and forwards each, in order, with the token.
+
+The hot path (token held, an idle upstream connection in the pool) runs inside the parser's
+callbacks with no task, no future and one write per read in each direction. Only the rare paths
+(asking the token source, opening a connection, the 401 retry) run as a task.
+
+A request's body is streamed as it arrives; while no upstream connection is bound yet it is held,
+and reading stops once that holds more than PENDING_LIMIT bytes. Up to REPLAY_LIMIT bytes of it are
+also kept so that the request can be sent again: once, on a fresh token after a 401, or on a new
+connection when a pooled one turns out to have been closed by the upstream while idle.
+Pipelined requests are parsed, queued (reading stops meanwhile) and answered in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import ssl
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from time import monotonic
+from typing import TYPE_CHECKING, cast
+
+import httptools
+
+from ..errors import TokenUnavailable
+from ..token import Token
+from . import answers, headers
+from .connection import UpstreamConnection
+
+if TYPE_CHECKING:
+    from .server import ProxyServer
+
+log = logging.getLogger("tokenrelay.proxy")
+
+REPLAY_LIMIT = 64 * 1024  # the issue's bound for a replayable body
+PENDING_LIMIT = 256 * 1024
+
+# Why reading from the client is paused (bits of ClientConnection._paused).
+_UPSTREAM_FULL = 1  # the upstream's socket buffer is full
+_QUEUED = 2  # a pipelined request waits for the one before it
+_PENDING_FULL = 4  # the body held for an unbound request is large
+_STOPPED = 8  # nothing more will be read (refused, or closing)
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Bounds against abusive or broken clients (and a slow upstream)."""
+
+    header_bytes: int = 32 * 1024  # request line and headers together (431 beyond)
+    header_count: int = 100  # (431 beyond)
+    header_timeout: float = 10.0  # from a request's first byte to the end of its head (408 after)
+    idle_timeout: float = 75.0  # a keep-alive connection with no request is closed after this
+    max_connections: int = 1024  # client connections held at once (503 beyond)
+    upstream_timeout: float = 60.0  # from a request sent in full to the answer's head (504 after)
+
+
+class _Refuse(Exception):
+    """Raised inside a parser callback to stop parsing and answer ``answer``."""
+
+    def __init__(self, answer: bytes) -> None:
+        super().__init__()
+        self.answer = answer
+
+
+class Exchange:
+    """One request and its answer."""
+
+    __slots__ = (
+        "chunked",
+        "close_after",
+        "complete",
+        "conn",
+        "expect_continue",
+        "head_only",
+        "http11",
+        "keep_alive",
+        "pending",
+        "pending_size",
+        "prefix",
+        "refusal",
+        "replay",
+        "replay_size",
+        "resent",
+        "started",
+        "status",
+        "token",
+        "upgrade",
+        "waiting_since",
+    )
+
+    def __init__(self, started: float) -> None:
+        self.started = started
+        self.prefix = b""  # request line and headers, without Authorization and the final CRLF
+        self.refusal: bytes | None = None  # the proxy's own answer instead of forwarding
+        self.head_only = False
+        self.http11 = True
+        self.keep_alive = True  # the client wants the connection kept
+        self.close_after = False  # "Connection: close" went to the client
+        self.chunked = False
+        self.upgrade = False
+        self.expect_continue = False
+        self.complete = False  # the whole request has been received
+        self.pending: list[bytes] = []  # body bytes received but not yet sent upstream
+        self.pending_size = 0
+        self.replay: list[bytes] | None = []  # body bytes so far, while they fit in REPLAY_LIMIT
+        self.replay_size = 0
+        self.resent = False
+        self.token: Token | None = None
+        self.conn: UpstreamConnection | None = None
+        self.status = 0  # the status the client got; 0 while nothing was sent
+        self.waiting_since = 0.0  # sent in full, waiting for the answer's head
+
+    def sent_all(self) -> bool:
+        return self.complete
+
+
+class ClientConnection(asyncio.Protocol):
+    """Serves one client connection."""
+
+    def __init__(self, server: ProxyServer) -> None:
+        self._server = server
+        self._limits = server.limits
+        self.transport: asyncio.Transport | None = None
+        self._parser = httptools.HttpRequestParser(self)
+        self._parsing: Exchange | None = None
+        self._active: Exchange | None = None
+        self._queue: deque[Exchange] = deque()
+        self._url = b""
+        self._headers: list[tuple[bytes, bytes]] = []
+        self._head_size = 0
+        self._unparsed = 0
+        self._in_body = False
+        self.head_started = 0.0
+        self.idle_since = monotonic()
+        self._out: list[bytes] = []
+        self._paused = 0
+        self._writing_paused = False
+        self._upgrading: Exchange | None = None
+        self._spliced: UpstreamConnection | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._closing = False
+        self._eof = False
+        self.closed = False
+
+    # -- asyncio.Protocol ----------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's transports do not subclass it
+        server = self._server
+        if len(server.connections) >= self._limits.max_connections:
+            self.closed = True
+            self.transport.write(answers.too_many_connections(self._limits.max_connections))
+            self.transport.close()
+            server.observer.request(503, 0.0)
+            return
+        server.connections.add(self)
+
+    def data_received(self, data: bytes) -> None:
+        if self._spliced is not None:
+            self._spliced.write(data)
+            return
+        if self._paused & _STOPPED:
+            return
+        upgrading = self._upgrading
+        if upgrading is not None:
+            self._forward(upgrading, data)
+            self._flush()
+            return
+        if not self._in_body:
+            self._unparsed += len(data)
+            if not self.head_started:
+                self.head_started = monotonic()
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserUpgrade as exc:
+            exchange = self._upgrading
+            if exchange is not None:
+                rest = data[exc.args[0] :]
+                if rest:
+                    self._forward(exchange, rest)
+        except httptools.HttpParserCallbackError as exc:
+            cause = exc.__context__
+            if not isinstance(cause, _Refuse):
+                raise
+            self._refuse(cause.answer)
+        except httptools.HttpParserError as exc:
+            self._refuse(answers.bad_request(f"malformed request: {exc}"))
+        else:
+            if not self._in_body and self._unparsed > self._limits.header_bytes:
+                self._refuse(answers.headers_too_large(self._too_large()))
+        self._flush()
+
+    def eof_received(self) -> bool:
+        self._eof = True
+        # Half-closed after a whole request: still send the answer. Mid-request: it cannot complete.
+        return self._active is not None and self._parsing is None and not self._queue
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self._server.connection_closed(self)
+        if self._task is not None:
+            self._task.cancel()
+        if self._spliced is not None:
+            self._spliced.close()
+            self._spliced = None
+        exchange = self._active
+        if exchange is not None:
+            self._active = None
+            if exchange.conn is not None:
+                exchange.conn.close()  # nobody is left to read the answer
+            self._server.observer.request(exchange.status or 499, monotonic() - exchange.started)
+
+    def pause_writing(self) -> None:
+        self._writing_paused = True
+        conn = self._spliced or (self._active.conn if self._active else None)
+        if conn is not None and conn.transport is not None:
+            conn.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        self._writing_paused = False
+        conn = self._spliced or (self._active.conn if self._active else None)
+        if conn is not None and conn.transport is not None:
+            conn.transport.resume_reading()
+
+    # -- httptools callbacks ---------------------------------------------------------------------
+
+    def on_message_begin(self) -> None:
+        self._parsing = Exchange(monotonic())
+        self._url = b""
+        self._headers = []
+        self._head_size = 0
+
+    def on_url(self, url: bytes) -> None:
+        self._url += url
+        self._head_size += len(url)
+        self._unparsed = 0
+        if self._head_size > self._limits.header_bytes:
+            raise _Refuse(answers.headers_too_large(self._too_large()))
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._headers.append((name, value))
+        self._head_size += len(name) + len(value) + 4
+        self._unparsed = 0
+        if self._head_size > self._limits.header_bytes:
+            raise _Refuse(answers.headers_too_large(self._too_large()))
+        if len(self._headers) > self._limits.header_count:
+            raise _Refuse(
+                answers.headers_too_large(f"more than {self._limits.header_count} request header fields")
+            )
+
+    def on_headers_complete(self) -> None:
+        exchange = self._parsing
+        assert exchange is not None
+        self._in_body = True
+        self._unparsed = 0
+        self.head_started = 0.0
+        parser = self._parser
+        method = parser.get_method()
+        exchange.keep_alive = parser.should_keep_alive()
+        exchange.http11 = parser.get_http_version() == "1.1"
+        upstream = self._server.upstream
+        target = upstream.target(self._url) if method != b"CONNECT" else None
+        if target is None:
+            exchange.refusal = (
+                answers.method_not_allowed() if method == b"CONNECT" else answers.foreign_target()
+            )
+            exchange.complete = True
+            self._enqueue(exchange)
+            raise _Refuse(b"")  # stop parsing: the refusal is queued and closes the connection
+        head = headers.request(self._headers)
+        self._headers = []
+        exchange.head_only = method == b"HEAD"
+        exchange.chunked = head.chunked
+        exchange.expect_continue = head.expect_continue
+        parts = [method, b" ", target, b" HTTP/1.1\r\n", upstream.host_header, head.lines]
+        if head.chunked:
+            parts.append(b"Transfer-Encoding: chunked\r\n")
+        if head.upgrade and parser.should_upgrade():
+            exchange.upgrade = True
+            exchange.keep_alive = False  # after a refused upgrade the connection's state is unclear
+            parts.append(b"Connection: Upgrade\r\nUpgrade: " + head.upgrade + b"\r\n")
+            self._upgrading = exchange
+        exchange.prefix = b"".join(parts)
+        self._enqueue(exchange)
+
+    def on_body(self, body: bytes) -> None:
+        exchange = self._parsing
+        assert exchange is not None
+        self._forward(exchange, b"%x\r\n%b\r\n" % (len(body), body) if exchange.chunked else body)
+
+    def on_message_complete(self) -> None:
+        exchange = self._parsing
+        assert exchange is not None
+        self._parsing = None
+        self._in_body = False
+        if exchange.chunked:
+            self._forward(exchange, b"0\r\n\r\n")
+        exchange.complete = True
+        if exchange.conn is not None:
+            exchange.waiting_since = monotonic()
+
+    # -- what the upstream connection calls ------------------------------------------------------
+
+    def send(self, data: bytes) -> None:
+        """Bytes of the answer for the client."""
+        if self.transport is not None and not self.closed:
+            self.transport.write(data)
+
+    def keeps_alive(self, exchange: Exchange) -> bool:
+        """Whether the connection stays open after this answer; decided as its head is written."""
+        keep = exchange.keep_alive and exchange.complete and not self._closing and not self._eof
+        exchange.close_after = not keep
+        return keep
+
+    def can_retry(self, exchange: Exchange) -> bool:
+        return not exchange.resent and exchange.replay is not None and not self.closed
+
+    def answered(self, exchange: Exchange) -> None:
+        self._end(exchange)
+
+    def retry_unauthorized(self, exchange: Exchange) -> None:
+        token = exchange.token
+        log.info(
+            "upstream refused the token; retrying with a refreshed one",
+            extra={"fingerprint": token.fingerprint if token else None},
+        )
+        self._resend(exchange, reject=True)
+
+    def upstream_failed(self, conn: UpstreamConnection, message: str) -> None:
+        exchange = conn.exchange
+        head_sent = conn.head_sent
+        conn.close()
+        if exchange is None or exchange is not self._active:
+            return
+        exchange.conn = None
+        if head_sent:
+            self._abort()
+        elif conn.reused and not conn.received and self.can_retry(exchange):
+            self._resend(exchange, reject=False)
+        else:
+            log.warning("upstream failed", extra={"error": message})
+            self._fail(exchange, partial(answers.upstream_failed, message))
+
+    def upstream_paused(self) -> None:
+        self._pause(_UPSTREAM_FULL)
+
+    def upstream_resumed(self) -> None:
+        self._resume(_UPSTREAM_FULL)
+
+    def splice(self, conn: UpstreamConnection) -> asyncio.Transport:
+        """The upgrade succeeded: from now on bytes pass untouched both ways."""
+        assert self.transport is not None
+        exchange = self._active
+        self._spliced = conn
+        self._upgrading = None
+        self._active = None
+        if exchange is not None:
+            self._server.observer.request(exchange.status, monotonic() - exchange.started)
+        for data in exchange.pending if exchange is not None else ():
+            conn.write(data)
+        return self.transport
+
+    # -- what the server calls -------------------------------------------------------------------
+
+    def sweep(self, now: float) -> None:
+        """Apply the timeouts; called about once a second."""
+        limits = self._limits
+        exchange = self._active
+        if exchange is not None:
+            conn = exchange.conn
+            if (
+                conn is not None
+                and exchange.waiting_since
+                and not conn.head_sent
+                and now - exchange.waiting_since > limits.upstream_timeout
+            ):
+                exchange.conn = None
+                conn.close()
+                log.warning("upstream timed out", extra={"timeout": limits.upstream_timeout})
+                self._fail(exchange, partial(answers.upstream_timeout, limits.upstream_timeout))
+            return
+        if self._spliced is not None or self.closed:
+            return
+        if self.head_started and now - self.head_started > limits.header_timeout:
+            self._refuse(answers.header_timeout(limits.header_timeout))
+        elif self._parsing is None and not self.head_started and now - self.idle_since > limits.idle_timeout:
+            self._close()
+
+    def shutdown(self) -> None:
+        """Finish the request in flight, then close; close at once when idle."""
+        self._closing = True
+        if self._active is None and self._spliced is None:
+            self._close()
+
+    def abort(self) -> None:
+        self._abort()
+
+    # -- forwarding --------------------------------------------------------------------------------
+
+    def _enqueue(self, exchange: Exchange) -> None:
+        if self._active is None:
+            self._activate(exchange)
+        else:
+            self._queue.append(exchange)
+            self._pause(_QUEUED)
+
+    def _activate(self, exchange: Exchange) -> None:
+        self._active = exchange
+        if exchange.refusal is not None:
+            self._answer(exchange, exchange.refusal, close=True)
+            return
+        if exchange.expect_continue and not exchange.complete:
+            self.send(answers.CONTINUE)
+        server = self._server
+        held = server.bearer.current()
+        if held is not None:
+            conn = server.pool.take()
+            if conn is not None:
+                self._bind(exchange, conn, held)
+                return
+        self._task = asyncio.ensure_future(self._dispatch(exchange, held, reject=False, fresh=False))
+
+    async def _dispatch(
+        self, exchange: Exchange, held: tuple[Token, bytes] | None, *, reject: bool, fresh: bool
+    ) -> None:
+        server = self._server
+        try:
+            if reject and exchange.token is not None:
+                held = await server.bearer.reject(exchange.token)
+            elif held is None:
+                held = await server.bearer.get()
+            conn = None if fresh else server.pool.take()
+            if conn is None:
+                conn = await server.pool.connect()
+        except TokenUnavailable as exc:
+            self._task = None
+            log.warning("no token to forward with", extra={"error": exc.message})
+            self._fail(exchange, partial(answers.token_unavailable, exc.message))
+            return
+        except TimeoutError:
+            self._task = None
+            self._fail(exchange, partial(answers.upstream_timeout, self._limits.upstream_timeout))
+            return
+        except OSError as exc:
+            self._task = None
+            upstream = server.upstream
+            message = f"cannot reach the upstream {upstream.host}:{upstream.port}: {exc.strerror or exc}"
+            if isinstance(exc, ssl.SSLCertVerificationError):
+                message += "; if it uses a private CA, pass its bundle with --upstream-ca"
+            log.warning("upstream unreachable", extra={"error": message})
+            self._fail(exchange, partial(answers.unreachable, message))
+            return
+        self._task = None
+        if exchange is not self._active or self.closed:
+            server.pool.release(conn, reusable=True)
+            return
+        self._bind(exchange, conn, held)
+        self._flush()
+
+    def _bind(self, exchange: Exchange, conn: UpstreamConnection, held: tuple[Token, bytes]) -> None:
+        exchange.token, line = held
+        exchange.conn = conn
+        conn.bind(self, exchange)
+        out = self._out
+        out.append(exchange.prefix + line + b"\r\n")
+        if exchange.pending:
+            out += exchange.pending
+            exchange.pending = []
+            exchange.pending_size = 0
+            self._resume(_PENDING_FULL)
+        if exchange.complete:
+            exchange.waiting_since = monotonic()
+        if self._writing_paused and conn.transport is not None:
+            conn.transport.pause_reading()
+
+    def _forward(self, exchange: Exchange, data: bytes) -> None:
+        """Body bytes (already framed) for the upstream."""
+        replay = exchange.replay
+        if replay is not None:
+            size = exchange.replay_size + len(data)
+            if size <= REPLAY_LIMIT:
+                replay.append(data)
+                exchange.replay_size = size
+            else:
+                exchange.replay = None
+        if exchange.conn is not None and exchange is self._active:
+            self._out.append(data)
+        else:
+            exchange.pending.append(data)
+            exchange.pending_size += len(data)
+            if exchange.pending_size > PENDING_LIMIT:
+                self._pause(_PENDING_FULL)
+
+    def _flush(self) -> None:
+        out = self._out
+        if out:
+            exchange = self._active
+            conn = exchange.conn if exchange is not None else None
+            if conn is not None and not conn.closed:
+                conn.write(out[0] if len(out) == 1 else b"".join(out))
+            out.clear()
+
+    def _resend(self, exchange: Exchange, *, reject: bool) -> None:
+        """Send the request again: after a 401 with a new token, or on a new connection."""
+        assert exchange.replay is not None
+        exchange.resent = True
+        exchange.conn = None
+        exchange.waiting_since = 0.0
+        exchange.pending = exchange.replay
+        exchange.pending_size = exchange.replay_size
+        exchange.replay = None
+        self._server.observer.retry()
+        self._task = asyncio.ensure_future(self._dispatch(exchange, None, reject=reject, fresh=not reject))
+
+    # -- endings ------------------------------------------------------------------------------------
+
+    def _end(self, exchange: Exchange) -> None:
+        """The answer went out in full."""
+        self._active = None
+        self._server.observer.request(exchange.status, monotonic() - exchange.started)
+        if exchange.close_after or not exchange.complete or self._closing or self._eof:
+            self._close()
+            return
+        self.idle_since = monotonic()
+        if self._queue:
+            following = self._queue.popleft()
+            if not self._queue:
+                self._resume(_QUEUED)
+            self._activate(following)
+            self._flush()
+
+    def _answer(self, exchange: Exchange, answer: bytes, *, close: bool) -> None:
+        exchange.status = int(answer[9:12])
+        exchange.close_after = close
+        self.send(answer)
+        self._end(exchange)
+
+    def _fail(self, exchange: Exchange, make: Callable[..., bytes]) -> None:
+        """Answer with the proxy's own error, or cut the connection when the answer had begun."""
+        if exchange is not self._active or self.closed:
+            return
+        if exchange.status:
+            self._abort()
+            return
+        self._answer(exchange, make(close=not self.keeps_alive(exchange)), close=exchange.close_after)
+
+    def _refuse(self, answer: bytes) -> None:
+        """Stop reading; answer ``answer`` (if not empty) once the requests before are answered."""
+        self._pause(_STOPPED)
+        self._upgrading = None
+        if not answer:
+            return
+        active = self._active
+        if active is not None and not active.complete:
+            self._abort()  # its body was cut by the error: it can never be sent in full
+            return
+        exchange = Exchange(monotonic())
+        exchange.refusal = answer
+        exchange.complete = True
+        self._parsing = None
+        self._enqueue(exchange)
+
+    def _too_large(self) -> str:
+        return f"the request head is larger than {self._limits.header_bytes} bytes"
+
+    def _pause(self, reason: int) -> None:
+        if not self._paused and self.transport is not None and not self.closed:
+            self.transport.pause_reading()
+        self._paused |= reason
+
+    def _resume(self, reason: int) -> None:
+        if self._paused & reason:
+            self._paused &= ~reason
+            if not self._paused and self.transport is not None and not self.closed:
+                self.transport.resume_reading()
+
+    def _close(self) -> None:
+        if not self.closed and self.transport is not None:
+            self.closed = True
+            self.transport.close()
+            self._server.connection_closed(self)
+
+    def _abort(self) -> None:
+        if self.transport is not None:
+            self.closed = True
+            self.transport.abort()
+            self._server.connection_closed(self)

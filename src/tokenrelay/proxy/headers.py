@@ -1,0 +1,77 @@
+"""Which header lines cross the proxy, in each direction (RFC 9110 §7.6.1).
+
+Hop-by-hop headers describe one connection, not the message: ``Connection`` and every header it
+names, ``Keep-Alive``, ``TE``, ``Trailer``, ``Transfer-Encoding``, ``Upgrade`` and any ``Proxy-*``.
+They are dropped both ways; the proxy writes its own framing (``Content-Length`` passes through,
+chunked bodies are re-chunked). Towards the upstream it also drops ``Host`` (set to the upstream's),
+``Authorization`` (replaced by the current token) and ``Expect`` (the proxy answers ``100 Continue``
+itself). Header lines are kept as the bytes the peer sent: the proxy never re-encodes a value.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+HOP_BY_HOP = frozenset({b"connection", b"keep-alive", b"te", b"trailer", b"transfer-encoding", b"upgrade"})
+_REQUEST_DROP = HOP_BY_HOP | {b"host", b"authorization", b"expect"}
+# Connection options that name no header: nothing more to drop for them.
+# Content-Length frames the body: a client must not make the proxy drop it (request smuggling).
+_PLAIN_OPTIONS = frozenset({b"keep-alive", b"close", b"upgrade", b"content-length"})
+
+
+class Head(NamedTuple):
+    """The kept header lines of one message and what the dropped ones said about its framing."""
+
+    lines: bytes  # "Name: value\r\n" for every kept header
+    chunked: bool  # Transfer-Encoding ends in chunked
+    length: int  # Content-Length, or -1 when absent
+    upgrade: bytes  # the Upgrade header's value, or b""
+    expect_continue: bool
+
+
+def _options(value: bytes) -> set[bytes]:
+    return {option.strip().lower() for option in value.split(b",")} - {b""}
+
+
+def _filter(headers: list[tuple[bytes, bytes]], drop: frozenset[bytes]) -> Head:
+    parts: list[bytes] = []
+    names: list[bytes] = []
+    named: set[bytes] | None = None
+    chunked = False
+    length = -1
+    upgrade = b""
+    expect = False
+    for name, value in headers:
+        lname = name.lower()
+        if lname in drop or lname.startswith(b"proxy-"):
+            if lname == b"connection":
+                options = _options(value) - _PLAIN_OPTIONS
+                if options:
+                    named = options if named is None else named | options
+            elif lname == b"transfer-encoding":
+                # the parser has already refused a Transfer-Encoding that does not end in chunked
+                chunked = value.rstrip().lower().endswith(b"chunked")
+            elif lname == b"upgrade":
+                upgrade = value
+            elif lname == b"expect":
+                expect = value.strip().lower() == b"100-continue"
+            continue
+        if lname == b"content-length":
+            length = int(value)  # the parser has validated it
+        parts += (name, b": ", value, b"\r\n")
+        names.append(lname)
+    if named:
+        parts = [
+            part for i, lname in enumerate(names) if lname not in named for part in parts[4 * i : 4 * i + 4]
+        ]
+    return Head(b"".join(parts), chunked, length, upgrade, expect)
+
+
+def request(headers: list[tuple[bytes, bytes]]) -> Head:
+    """The client's headers as the upstream may see them (before Host and Authorization are added)."""
+    return _filter(headers, _REQUEST_DROP)
+
+
+def response(headers: list[tuple[bytes, bytes]]) -> Head:
+    """The upstream's headers as the client may see them (before the proxy's framing is added)."""
+    return _filter(headers, HOP_BY_HOP)

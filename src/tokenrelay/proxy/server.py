@@ -1,0 +1,129 @@
+"""The proxy as a daemon component: listen, sweep timeouts, drain on stop."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+
+from ..config import Settings, is_loopback
+from ..token import TokenSource
+from .bearer import Bearer
+from .client import ClientConnection, Limits
+from .observer import NullObserver, ProxyObserver
+from .pool import UpstreamPool
+from .upstream import Upstream
+
+log = logging.getLogger("tokenrelay.proxy")
+
+SWEEP_SECONDS = 1.0
+
+
+class ProxyServer:
+    """The token-injecting reverse proxy in front of ``api_url``; a daemon Component."""
+
+    def __init__(
+        self,
+        api_url: str,
+        tokens: TokenSource,
+        *,
+        listen: tuple[str, int] = ("127.0.0.1", 8080),
+        upstream_ca: str | None = None,
+        limits: Limits | None = None,
+        grace: float = 10.0,
+        allow_remote: bool = False,
+        observer: ProxyObserver | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.upstream = Upstream.from_url(api_url, upstream_ca)
+        self.bearer = Bearer(tokens, api_url, clock)
+        self.limits = limits = limits or Limits()
+        self.observer: ProxyObserver = observer or NullObserver()
+        self.pool = UpstreamPool(self.upstream, connect_timeout=limits.upstream_timeout)
+        self.connections: set[ClientConnection] = set()
+        self._listen = listen
+        self._grace = grace
+        self._allow_remote = allow_remote
+        self._server: asyncio.Server | None = None
+        self._sweeper: asyncio.TimerHandle | None = None
+        self._drained: asyncio.Event | None = None
+
+    @classmethod
+    def from_settings(
+        cls, settings: Settings, tokens: TokenSource, observer: ProxyObserver | None = None
+    ) -> ProxyServer:
+        assert settings.proxy_listen is not None
+        return cls(
+            settings.api_url,
+            tokens,
+            listen=settings.proxy_listen,
+            upstream_ca=settings.upstream_ca,
+            limits=Limits(
+                upstream_timeout=settings.proxy_timeout, max_connections=settings.proxy_max_connections
+            ),
+            grace=settings.shutdown_grace,
+            allow_remote=settings.proxy_allow_remote,
+            observer=observer,
+        )
+
+    @property
+    def port(self) -> int:
+        """The port listened on (useful with port 0)."""
+        assert self._server is not None
+        port: int = self._server.sockets[0].getsockname()[1]
+        return port
+
+    async def start(self) -> None:
+        host, port = self._listen
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: ClientConnection(self), host, port, reuse_address=True, backlog=1024
+        )
+        self._schedule_sweep()
+        if not is_loopback(host):
+            log.warning(
+                "the proxy listens on a non-loopback address: anyone who reaches it acts with the "
+                "token's access (--proxy-allow-remote)",
+                extra={"listen": f"{host}:{self.port}"},
+            )
+        log.info(
+            "proxy serving",
+            extra={"listen": f"{host}:{self.port}", "upstream": f"{self.upstream.host}:{self.upstream.port}"},
+        )
+
+    async def stop(self) -> None:
+        """Stop accepting, let requests in flight finish within the grace, then cut the rest."""
+        if self._server is None:
+            return
+        self._server.close()
+        self._drained = asyncio.Event()
+        for conn in list(self.connections):
+            conn.shutdown()
+        if self.connections:
+            log.info("proxy draining", extra={"connections": len(self.connections), "grace": self._grace})
+            try:
+                await asyncio.wait_for(self._drained.wait(), self._grace)
+            except TimeoutError:
+                log.warning("proxy grace over; closing connections", extra={"left": len(self.connections)})
+                for conn in list(self.connections):
+                    conn.abort()
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+        self.pool.close()
+        self._server = None
+
+    def connection_closed(self, conn: ClientConnection) -> None:
+        self.connections.discard(conn)
+        if not self.connections and self._drained is not None:
+            self._drained.set()
+
+    def _schedule_sweep(self) -> None:
+        interval = min(SWEEP_SECONDS, self.limits.upstream_timeout / 4, self.limits.header_timeout / 4)
+        self._sweeper = asyncio.get_running_loop().call_later(max(interval, 0.02), self._sweep)
+
+    def _sweep(self) -> None:
+        now = time.monotonic()
+        for conn in list(self.connections):
+            conn.sweep(now)
+        self._schedule_sweep()

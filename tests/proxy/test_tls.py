@@ -1,0 +1,82 @@
+"""An HTTPS upstream: verified against the system CAs plus --upstream-ca."""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import ssl
+from pathlib import Path
+
+import aiohttp
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from .conftest import Echo, ServerFactory, StartProxy, Tokens
+
+
+def _cert(
+    subject: str,
+    key: ec.EllipticCurvePrivateKey,
+    issuer: x509.Certificate | None,
+    signer: ec.EllipticCurvePrivateKey,
+) -> x509.Certificate:
+    now = datetime.datetime.now(datetime.UTC)
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)])
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(issuer.subject if issuer else name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+    )
+    if issuer is None:
+        builder = builder.add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+    else:
+        builder = builder.add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False
+        )
+    return builder.sign(signer, hashes.SHA256())
+
+
+def _pem(path: Path, data: bytes) -> str:
+    path.write_bytes(data)
+    return str(path)
+
+
+async def test_https_upstream_trusted_through_upstream_ca(
+    aiohttp_server: ServerFactory, start_proxy: StartProxy, tmp_path: Path
+) -> None:
+    """With --upstream-ca the proxy reaches a privately signed upstream; without it, 502 (not trusted)."""
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca = _cert("test CA", ca_key, None, ca_key)
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = _cert("127.0.0.1", key, ca, ca_key)
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(
+        _pem(tmp_path / "cert.pem", cert.public_bytes(serialization.Encoding.PEM)),
+        _pem(
+            tmp_path / "key.pem",
+            key.private_bytes(
+                serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+            ),
+        ),
+    )
+    ca_file = _pem(tmp_path / "ca.pem", ca.public_bytes(serialization.Encoding.PEM))
+    echo = Echo()
+    server = await aiohttp_server(echo.app(), ssl=context)
+    api_url = f"https://127.0.0.1:{server.port}/base"
+
+    trusted = await start_proxy(api_url, Tokens().build(api_url), upstream_ca=ca_file)
+    untrusted = await start_proxy(api_url, Tokens().build(api_url))
+    async with aiohttp.ClientSession() as session:
+        async with session.get(f"http://127.0.0.1:{trusted.port}/v1/x") as response:
+            assert response.status == 200
+            assert (await response.json())["token"] == "t1"
+        async with session.get(f"http://127.0.0.1:{untrusted.port}/v1/x") as response:
+            assert response.status == 502
+            assert (await response.json())["details"][0]["reason"] == "UPSTREAM_UNREACHABLE"
+    assert len(echo.seen) == 1
