@@ -52,7 +52,8 @@ class ProxyMetrics:
         self._by_code: dict[int, Counter] = {}
         self._retries = Counter(
             "tokenrelay_proxy_retries",
-            "Requests the proxy sent again with a refreshed token after the upstream answered 401.",
+            "Requests the proxy sent upstream a second time: with a refreshed token after a 401, or on a "
+            "new connection when a pooled one had been closed by the upstream.",
             registry=registry,
         )
 
