@@ -26,7 +26,6 @@ from typing import Any
 
 import aiohttp
 import pytest
-from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from tokenrelay import idtoken
@@ -104,12 +103,18 @@ def assert_no_secret(lines: list[tuple[str, str]], values: set[str]) -> None:
     for logger, text in lines:
         for needle, secret in needles.items():
             if needle in text:
-                pytest.fail(f"a secret (fingerprint {fingerprint(secret)}) appears in a log record of {logger}")
+                pytest.fail(
+                    f"a secret (fingerprint {fingerprint(secret)}) appears in a log record of {logger}"
+                )
 
 
-def oidc_token(clock: FakeClock, lifetime: float = 86400.0, sub: str = "system:serviceaccount:ci:runner") -> str:
+def oidc_token(
+    clock: FakeClock, lifetime: float = 86400.0, sub: str = "system:serviceaccount:ci:runner"
+) -> str:
     now = clock.wall()
-    return make_jwt({"iss": "https://issuer.example", "sub": sub, "iat": int(now), "exp": int(now + lifetime)})
+    return make_jwt(
+        {"iss": "https://issuer.example", "sub": sub, "iat": int(now), "exp": int(now + lifetime)}
+    )
 
 
 class InFlight:
@@ -153,6 +158,7 @@ class Relay:
     settings: Settings
     id_token_file: Path
     session: aiohttp.ClientSession
+    secrets: Secrets
     _server: SocketServer | None = field(default=None, repr=False)
 
     @property
@@ -190,6 +196,12 @@ class Relay:
         """One request to the local API over the Unix socket."""
         async with (session or self.session).get(f"http://tokenrelay{path}") as response:
             return Reply(response.status, await response.json(content_type=None))
+
+    def id_token(self, lifetime: float = 86400.0, sub: str = "system:serviceaccount:ci") -> str:
+        """A new OIDC token, registered with the log check."""
+        value = oidc_token(self.clock, lifetime, sub)
+        self.secrets.extra.append(value)
+        return value
 
     def write_id_token(self, value: str) -> None:
         self.id_token_file.write_text(value)
@@ -270,7 +282,7 @@ async def relay_factory(secrets: Secrets) -> AsyncIterator[RelayFactory]:
             ]
         )
         client = aiohttp.ClientSession(connector=aiohttp.UnixConnector(path=config.socket, limit=128))
-        relay = Relay(clock, service, fetch, providers, config, token_file, client)
+        relay = Relay(clock, service, fetch, providers, config, token_file, client, secrets)
         cleanups.append(client.close)
         if start:
             relay._server = SocketServer(config, providers)
@@ -292,12 +304,3 @@ async def relay_factory(secrets: Secrets) -> AsyncIterator[RelayFactory]:
 @pytest.fixture
 async def relay(relay_factory: RelayFactory) -> Relay:
     return await relay_factory()
-
-
-def answer_with(response: Callable[[], web.StreamResponse]) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
-    """A FakeTokenService behaviour that always answers ``response()``."""
-
-    async def behaviour(request: web.Request) -> web.StreamResponse:
-        return response()
-
-    return behaviour

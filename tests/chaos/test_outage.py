@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import random
 
 import pytest
@@ -84,7 +85,7 @@ async def test_sixty_percent_503_every_refresh_in_time(relay_factory: RelayFacto
     streak = 0
     starts = relay.fetch.started
     failed = set(relay.fetch.failed)
-    for before, after in zip(starts, starts[1:], strict=False):
+    for before, after in itertools.pairwise(starts):
         if before in failed:
             streak += 1
             assert after - before <= ceiling(streak) + 10.0  # the test's own step
