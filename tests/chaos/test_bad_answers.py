@@ -66,19 +66,19 @@ async def test_bad_answer_keeps_old_token_and_readyz_says_why(relay: Relay, case
     """Until the old token expires every request gets it; from a minute before, /readyz answers 503 with
     the service's own words; after expiry the socket's 503 carries them; recovery is automatic."""
     make, words = CASES[case]
-    first = (await relay.get()).token
+    first = (await relay.get()).id
     relay.service.behaviour = make(relay.service)
     await relay.advance_to(1000.0 + LIFETIME - 90.0, step=10.0)
     assert relay.provider().status().consecutive_failures > 0
     reply = await relay.get()
-    assert (reply.status, reply.token) == (200, first)
+    assert (reply.status, reply.id) == (200, first)
     assert (await relay.get("/readyz")).status == 200
     await relay.advance(40.0)
     ready = await relay.get("/readyz")
     assert ready.status == 503
     assert ready.body["code"] == aip193.Code.UNAVAILABLE
     assert words in ready.body["message"]
-    assert (await relay.get()).token == first
+    assert (await relay.get()).id == first
     await relay.advance(60.0)
     gone = await relay.get()
     assert gone.status == 503
@@ -87,7 +87,7 @@ async def test_bad_answer_keeps_old_token_and_readyz_says_why(relay: Relay, case
     await relay.advance(40.0)
     back = await relay.get()
     assert back.status == 200
-    assert back.token != first
+    assert back.id != first
     assert (await relay.get("/readyz")).status == 200
 
 

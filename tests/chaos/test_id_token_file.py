@@ -43,14 +43,14 @@ async def test_broken_token_file_is_refused_locally_and_reported(relay: Relay, c
     """A broken OIDC token file never reaches the token service; the old token is served, /readyz names
     the file's problem before expiry, and a good file brings refreshes back."""
     breaks, words = CASES[case]
-    first = (await relay.get()).token
+    first = (await relay.get()).id
     calls = relay.service.calls
     breaks(relay)
     await relay.advance_to(1000.0 + LIFETIME - 50.0, step=10.0)
     assert relay.service.calls == calls  # nothing was sent with a bad token
     assert relay.fetch.failed
     reply = await relay.get()
-    assert (reply.status, reply.token) == (200, first)
+    assert (reply.status, reply.id) == (200, first)
     ready = await relay.get("/readyz")
     assert ready.status == 503
     assert words in ready.body["message"]
@@ -59,7 +59,7 @@ async def test_broken_token_file_is_refused_locally_and_reported(relay: Relay, c
     fresh = relay.id_token()
     relay.write_id_token(fresh)
     await relay.advance(30.0)
-    assert (await relay.get()).token != first
+    assert (await relay.get()).id != first
     assert relay.service.seen_id_tokens[-1] == fresh
 
 

@@ -12,7 +12,8 @@ from aiohttp import web
 from tokenrelay import aip193
 from tokenrelay.backoff import Backoff
 from tokenrelay.daemon import SocketServer
-from tokenrelay.testing import jti, refusal
+from tokenrelay.provider import RETRY_SPREAD
+from tokenrelay.testing import refusal
 
 from .conftest import Relay, RelayFactory
 
@@ -34,7 +35,7 @@ async def down_503(request: web.Request) -> web.StreamResponse:
 async def test_outage_past_refresh_point_fails_no_client_request(relay: Relay, down: object) -> None:
     """Down from just after the first exchange until 90% of the token's life: every socket request gets
     the first token, then the next refresh after recovery hands out a new one."""
-    first = (await relay.get()).token
+    first = (await relay.get()).id
     relay.service.behaviour = down  # type: ignore[assignment]
     statuses: list[int] = []
     served: set[str] = set()
@@ -43,21 +44,21 @@ async def test_outage_past_refresh_point_fails_no_client_request(relay: Relay, d
         for _ in range(3):
             reply = await relay.get()
             statuses.append(reply.status)
-            served.add(reply.token)
+            served.add(reply.id)
     assert set(statuses) == {200}
     assert served == {first}
     assert len(relay.fetch.failed) >= 2  # it did try, and fail, during the outage
     relay.service.behaviour = None
-    await relay.advance(40.0)
+    await relay.advance_to(1000.0 + LIFETIME - 5.0)  # a retry is due before the token runs out
     reply = await relay.get()
     assert reply.status == 200
-    assert reply.token != first
+    assert reply.id != first
     assert (await relay.get("/readyz")).status == 200
 
 
 async def test_sixty_percent_503_every_refresh_in_time(relay_factory: RelayFactory) -> None:
     """With 60% of exchanges refused, every token is replaced before it expires, and the retries keep
-    to the backoff (never faster than full jitter allows, never more than a handful per refresh)."""
+    to the backoff: each within its ceiling, a handful per refresh."""
     relay = await relay_factory(lifetime=LIFETIME)
     coin = random.Random(42)
 
@@ -80,8 +81,12 @@ async def test_sixty_percent_503_every_refresh_in_time(relay_factory: RelayFacto
     attempts = len(relay.fetch.started) - 1
     assert attempts < rotations * 6  # 2.5 expected per rotation at p=0.4
     assert max(failures) < 12
-    # Each retry came within the full-jitter ceiling of the failure before it.
-    ceiling = Backoff().ceiling
+
+    # Each retry came within the ceiling after the failure before it: the exponential one, or half
+    # the held token's remaining life (at most 55% of the lifetime after a refresh point).
+    def ceiling(streak: int) -> float:
+        return max(Backoff().ceiling(streak), RETRY_SPREAD * 0.55 * LIFETIME)
+
     streak = 0
     starts = relay.fetch.started
     failed = set(relay.fetch.failed)
@@ -97,7 +102,7 @@ async def test_hanging_service_times_out_and_recovers(relay_factory: RelayFactor
     """A token service that accepts and never answers costs one --exchange-timeout per attempt: the old
     token is served meanwhile, no refresh stays stuck, and refreshes work once it answers again."""
     relay = await relay_factory(lifetime=LIFETIME, exchange_timeout=0.2)
-    first = (await relay.get()).token
+    first = (await relay.get()).id
     relay.service.gate = asyncio.Event()
     await relay.advance_to(1000.0 + 0.56 * LIFETIME, step=10.0)
     assert relay.fetch.inflight == 0
@@ -105,14 +110,14 @@ async def test_hanging_service_times_out_and_recovers(relay_factory: RelayFactor
     status = relay.provider().status()
     assert status.error is not None
     assert "did not answer within 0.2s" in status.error
-    assert (await relay.get()).token == first
+    assert (await relay.get()).id == first
     gate = relay.service.gate
     relay.service.gate = None
     gate.set()  # let the abandoned handlers finish too
-    await relay.advance(40.0)
+    await relay.advance_to(1000.0 + LIFETIME - 5.0)
     reply = await relay.get()
     assert reply.status == 200
-    assert reply.token != first
+    assert reply.id != first
     assert relay.provider().status().error is None
 
 
@@ -128,7 +133,7 @@ async def test_hang_before_first_token_bounds_the_wait(relay_factory: RelayFacto
         assert reply.status == 503
         assert "--wait-timeout" in reply.body["message"]
         relay.service.gate.set()
-        assert jti((await relay.get()).token) == "t1"
+        assert (await relay.get()).id == "t1"
     finally:
         relay.service.gate.set()
         await server.stop()
