@@ -1,4 +1,4 @@
-"""The config loader under random flags, environment and TOML: a ConfigError naming the setting, or Settings."""
+"""The config loader fed random flags, environment and TOML: Settings, or a ConfigError naming the setting."""
 
 from __future__ import annotations
 
@@ -89,7 +89,8 @@ def check(error: ConfigError, option: Option) -> None:
     assert re.search(r"--[a-z]", message), message
     assert "TOKENRELAY_" in message, message
     if "(from " in message:  # a conversion error: it names this very setting
-        assert option.flag in message and option.env in message, message
+        assert option.flag in message, message
+        assert option.env in message, message
 
 
 @FUZZ
@@ -144,4 +145,7 @@ def test_config_file_bytes(raw: bytes) -> None:
         try:
             parse_args([*BASE, f"--config={path}"], environ={})
         except ConfigError as exc:
-            assert "--config" in str(exc)
+            message = str(exc)
+        else:
+            return
+        assert "--config" in message
