@@ -49,7 +49,7 @@ near_misses = st.sampled_from(
         "https://x/?q",
         "ftp://x",
         "²",
-        "１２",
+        "\uff11\uff12",  # fullwidth digits: isdigit() but not int()-able everywhere
     ]
 )
 flag_values = st.one_of(texts, near_misses)
