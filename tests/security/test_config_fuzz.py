@@ -22,7 +22,7 @@ BASE = [
 ]
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
-texts = st.text(st.characters(exclude_categories=("Cs",), exclude_characters="\x00"), max_size=40)
+texts = st.text(st.characters(exclude_categories=["Cs"], exclude_characters="\x00"), max_size=40)
 # Strings that look like what each kind expects, so that the fuzzer also gets past the first check.
 near_misses = st.sampled_from(
     [
