@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 from aiohttp import web
 
@@ -166,8 +167,9 @@ class PeerGate(asyncio.Protocol):
         self._drained = 0
         self._timer: asyncio.TimerHandle | None = None
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
+    def connection_made(self, base: asyncio.BaseTransport) -> None:
+        # uvloop's transports are not asyncio.Transport subclasses, but have its methods
+        transport = cast(asyncio.Transport, base)
         sock = transport.get_extra_info("socket")
         peer: Peer | None = None
         try:

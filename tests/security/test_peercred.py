@@ -14,9 +14,11 @@ import pytest
 
 from tokenrelay import aip193, client
 from tokenrelay.client import LocalApiError
+from tokenrelay.config import Settings
+from tokenrelay.daemon import SocketServer
 from tokenrelay.peercred import Peer, Policy
 
-from .conftest import ServeSocket
+from .conftest import API, ServeSocket, StaticTokens
 
 NOBODY = 65534
 OTHER_GROUP = 4242
@@ -157,3 +159,32 @@ def test_policy_rules() -> None:
     assert Policy(gids=(27,)).admits(me, lambda: (4, 27))
     assert not Policy(gids=(27,)).admits(me, lambda: (4,))
     assert Policy(uids=(0,), gids=(1000,)).admits(me, lambda: ())
+
+
+def test_gate_on_uvloop(short_dir: Path) -> None:
+    """`tokenrelay run` serves on uvloop, whose transports differ from asyncio's: the gate admits and
+    refuses there too."""
+    uvloop = pytest.importorskip("uvloop")
+    outcomes: list[str] = []
+
+    async def scenario() -> None:
+        for allow in ((os.getuid(),), (12345,)):
+            config = Settings(
+                auth_url="http://127.0.0.1:9",
+                api_url=API,
+                identity="x",
+                socket=str(short_dir / f"uv{allow[0]}.sock"),
+                socket_allow_uid=allow,
+            )
+            server = SocketServer(config, StaticTokens())  # type: ignore[arg-type]
+            await server.start()
+            try:
+                outcomes.append((await fetch(config.socket)).audience)
+            except LocalApiError as exc:
+                outcomes.append(f"{exc.status} {exc.reason}")
+            finally:
+                await server.stop()
+
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        runner.run(scenario())
+    assert outcomes == [API, "403 PEER_NOT_ALLOWED"]
