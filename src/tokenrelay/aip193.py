@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import json
 from enum import IntEnum
-from typing import Any
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the helpers' start-up
+if TYPE_CHECKING:
+    from typing import Any
 
 ERROR_INFO_TYPE = "type.googleapis.com/google.rpc.ErrorInfo"
 BAD_REQUEST_TYPE = "type.googleapis.com/google.rpc.BadRequest"

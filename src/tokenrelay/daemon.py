@@ -1,9 +1,11 @@
 """``tokenrelay run``: the sidecar, wired in one place from small parts.
 
 The parts: the token providers (one per audience), the local API on the Unix socket, and the
-optional servers (proxy, metrics) that each start and stop on their own. Signals: SIGTERM and SIGINT
-stop accepting, let requests in flight finish within --shutdown-grace, remove the socket and return
-0; SIGHUP refreshes every token now.
+optional servers (proxy, metrics) that each start and stop on their own; the metrics and the
+--token-file sinks hear of every exchange as provider observers. Signals: SIGTERM and SIGINT stop
+accepting, let requests in flight finish within --shutdown-grace, remove the socket and return 0;
+SIGHUP re-reads the configuration and refreshes every token now. With --once nothing is served: see
+``oneshot``.
 """
 
 from __future__ import annotations
@@ -12,16 +14,22 @@ import asyncio
 import contextlib
 import logging
 import signal
-from collections.abc import Mapping
-from typing import Protocol
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Protocol
 
 import aiohttp
 from aiohttp import web
 
-from . import idtoken, localapi, peercred, unixsocket
+from . import idtoken, localapi, oneshot, peercred, sinks, unixsocket
 from .config import Settings
 from .exchanger import Exchanger
-from .provider import TokenProvider, TokenProviders
+from .provider import Observer, TokenProvider, TokenProviders
+from .reloader import Reloader
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
+    from .metrics import Metrics
 
 log = logging.getLogger("tokenrelay")
 
@@ -37,10 +45,12 @@ class Component(Protocol):
 class SocketServer:
     """The local API on the Unix socket."""
 
-    def __init__(self, settings: Settings, providers: TokenProviders) -> None:
+    def __init__(
+        self, settings: Settings, providers: TokenProviders, count: Callable[[str], None] = lambda via: None
+    ) -> None:
         self._settings = settings
         self._runner = web.AppRunner(
-            localapi.create_app(providers, providers.ready),
+            localapi.create_app(providers, providers.ready, count),
             access_log=None,
             handle_signals=False,
             shutdown_timeout=settings.shutdown_grace,
@@ -66,20 +76,33 @@ class SocketServer:
         await self._runner.cleanup()
 
 
-def build_providers(settings: Settings, exchanger: Exchanger) -> TokenProviders:
+def build_providers(
+    settings: Settings, exchanger: Exchanger, observers: Sequence[Observer] = ()
+) -> TokenProviders:
     return TokenProviders(
         [
-            TokenProvider(audience, exchanger, wait_timeout=settings.wait_timeout)
+            TokenProvider(audience, exchanger, wait_timeout=settings.wait_timeout, observers=observers)
             for audience in settings.audiences
         ]
     )
 
 
 async def serve(
-    settings: Settings, *, stop: asyncio.Event | None = None, environ: Mapping[str, str] | None = None
+    settings: Settings,
+    *,
+    stop: asyncio.Event | None = None,
+    environ: Mapping[str, str] | None = None,
+    reload: Callable[[], Settings] | None = None,
+    registry: CollectorRegistry | None = None,
 ) -> int:
-    """Run the sidecar until ``stop`` is set or a signal arrives; the process exit status."""
+    """Run the sidecar until ``stop`` is set or a signal arrives; the process exit status.
+
+    ``reload`` gives the settings anew (SIGHUP); ``registry`` holds the metrics (a fresh one if None).
+    """
     stop = stop or asyncio.Event()
+    metrics = _metrics(settings, registry)
+    observers: list[Observer] = [metrics] if metrics else []
+    file_sinks = sinks.from_settings(settings.token_files, settings.token_file_mode)
     connector = aiohttp.TCPConnector(limit=16, ttl_dns_cache=60)
     async with aiohttp.ClientSession(connector=connector, trust_env=True) as session:
         exchanger = Exchanger(
@@ -88,12 +111,28 @@ async def serve(
             settings.identity,
             idtoken.from_settings(settings, session, environ),
             timeout=settings.exchange_timeout,
+            on_id_token=metrics.id_token if metrics else None,
         )
-        providers = build_providers(settings, exchanger)
-        components: list[Component] = [SocketServer(settings, providers)]
+        if settings.once:
+            return await oneshot.run(build_providers(settings, exchanger, observers), file_sinks)
+        providers = build_providers(settings, exchanger, [*observers, *file_sinks])
+        components: list[Component] = [
+            SocketServer(settings, providers, metrics.count if metrics else _uncounted)
+        ]
+        if metrics and settings.metrics_listen:
+            from .metrics import MetricsServer
+
+            components.append(
+                MetricsServer(
+                    settings.metrics_listen,
+                    metrics.registry,
+                    providers.ready,
+                    shutdown_grace=settings.shutdown_grace,
+                )
+            )
         started: list[Component] = []
         loop = asyncio.get_running_loop()
-        _install_signals(loop, stop, providers)
+        _install_signals(loop, stop, Reloader(settings, reload, providers, file_sinks))
         try:
             providers.start()
             for component in components:
@@ -118,18 +157,30 @@ async def serve(
     return 0
 
 
-def _install_signals(loop: asyncio.AbstractEventLoop, stop: asyncio.Event, providers: TokenProviders) -> None:
+def _metrics(settings: Settings, registry: CollectorRegistry | None) -> Metrics | None:
+    """Metrics only when someone can read them: prometheus-client costs 1 MiB of idle RSS."""
+    if settings.metrics_listen is None and registry is None:
+        return None
+    from prometheus_client import CollectorRegistry
+
+    from .metrics import Metrics
+
+    return Metrics(registry or CollectorRegistry(), settings.audiences)
+
+
+def _uncounted(via: str) -> None:
+    """The local API's request counter when no metrics are kept."""
+
+
+def _install_signals(
+    loop: asyncio.AbstractEventLoop, stop: asyncio.Event, hangup: Callable[[], None]
+) -> None:
     try:
         loop.add_signal_handler(signal.SIGTERM, stop.set)
         loop.add_signal_handler(signal.SIGINT, stop.set)
-        loop.add_signal_handler(signal.SIGHUP, _on_hangup, providers)
+        loop.add_signal_handler(signal.SIGHUP, hangup)
     except (NotImplementedError, RuntimeError):
         pass  # not the main thread (tests run serve() in a thread): the caller sets ``stop``
-
-
-def _on_hangup(providers: TokenProviders) -> None:
-    log.info("SIGHUP: refreshing every token now")
-    providers.refresh_all()
 
 
 def _remove_signals(loop: asyncio.AbstractEventLoop) -> None:

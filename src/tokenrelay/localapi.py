@@ -15,11 +15,12 @@ from aiohttp import web
 from . import aip193
 from .aip193 import Code
 from .errors import TokenUnavailable, UnknownAudience
-from .token import TokenSource
+from .token import Token, TokenSource
 
 TOKENS = web.AppKey("tokens", TokenSource)
 READY: web.AppKey[Callable[[], str | None]] = web.AppKey("ready")
 COUNT: web.AppKey[Callable[[str], None]] = web.AppKey("count")
+BODIES: web.AppKey[EncodedTokens] = web.AppKey("bodies")
 
 _NO_STORE = {"Cache-Control": "no-store"}
 
@@ -34,8 +35,9 @@ def error_response(status: int, code: Code, message: str, reason: str) -> web.Re
 
 
 async def get_token(request: web.Request) -> web.Response:
-    tokens = request.app[TOKENS]
-    request.app[COUNT]("socket")
+    app = request.app
+    tokens = app[TOKENS]
+    app[COUNT]("socket")
     audience = request.query.get("audience") or tokens.audiences[0]
     try:
         token = await tokens.get(audience)
@@ -44,9 +46,24 @@ async def get_token(request: web.Request) -> web.Response:
     except TokenUnavailable as exc:
         return error_response(503, exc.code, exc.message, exc.reason)
     if _wants_text(request.headers.get("Accept", "")):
-        return web.Response(text=token.value, content_type="text/plain", headers=_NO_STORE)
-    payload = {"token": token.value, "expireTime": token.expire_time, "audience": token.audience}
-    return web.Response(body=json.dumps(payload).encode(), content_type="application/json", headers=_NO_STORE)
+        return web.Response(body=token.value.encode(), content_type="text/plain", headers=_NO_STORE)
+    return web.Response(body=app[BODIES].body(token), content_type="application/json", headers=_NO_STORE)
+
+
+class EncodedTokens:
+    """The JSON answer for each audience's current token, encoded once per token, not per request."""
+
+    def __init__(self) -> None:
+        self._cache: dict[str, tuple[Token, bytes]] = {}
+
+    def body(self, token: Token) -> bytes:
+        cached = self._cache.get(token.audience)
+        if cached is not None and cached[0] is token:
+            return cached[1]
+        payload = {"token": token.value, "expireTime": token.expire_time, "audience": token.audience}
+        encoded = json.dumps(payload).encode()
+        self._cache[token.audience] = (token, encoded)
+        return encoded
 
 
 def _wants_text(accept: str) -> bool:
@@ -78,6 +95,7 @@ def create_app(
     app[TOKENS] = tokens
     app[READY] = ready
     app[COUNT] = count
+    app[BODIES] = EncodedTokens()
     app.router.add_get("/v1/token", get_token)
     health_routes(app)
     return app

@@ -134,7 +134,14 @@ class TokenProvider:
             and current.state(self._clock()) is not TokenState.EXPIRED
         ):
             return current
-        task = self._task or self._start()
+        task = self._task
+        if task is None:
+            now = self._clock()
+            if now < self._next_attempt:
+                # The last exchange failed moments ago: a burst of 401s during an outage must not
+                # turn into a burst of exchanges.
+                raise TokenUnavailable(self._unavailable_reason(now))
+            task = self._start()
         return await self._await(task)
 
     def refresh_now(self) -> None:

@@ -1,0 +1,176 @@
+"""How long ``echo HOST | docker-credential-tokenrelay get`` takes against a running sidecar.
+
+Compared, in the same run and interleaved (so machine load hits both alike), with ``python -c pass``
+on the interpreter the console script runs on: the ratio is what the helper adds over bare Python
+start-up. Target: ratio <= 2.0.
+
+    .venv/bin/python bench/helper_start.py [--runs 60]
+
+The sidecar is a real ``tokenrelay run`` whose token service is tokenrelay.testing.FakeTokenService on
+loopback. The host is piped on stdin exactly as ``echo`` would (with a newline), without a shell in
+between for either command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from aiohttp import web
+
+from tokenrelay.client import LocalApiError, fetch_token
+from tokenrelay.testing import FakeTokenService, make_jwt
+
+HOST = "registry.bench.example"
+
+
+def serve_in_thread(app: web.Application) -> int:
+    """Serve ``app`` on a loopback port from a daemon thread; the port."""
+    ready = threading.Event()
+    port: list[int] = []
+
+    async def start() -> None:
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        server = site._server
+        assert server is not None
+        port.append(server.sockets[0].getsockname()[1])  # type: ignore[attr-defined]
+
+    def main() -> None:
+        loop = asyncio.new_event_loop()
+        loop.run_until_complete(start())
+        ready.set()
+        loop.run_forever()
+
+    threading.Thread(target=main, daemon=True).start()
+    if not ready.wait(10):
+        raise RuntimeError("token service did not start")
+    return port[0]
+
+
+def helper_path() -> str:
+    beside = Path(sys.executable).parent / "docker-credential-tokenrelay"
+    found = str(beside) if beside.exists() else shutil.which("docker-credential-tokenrelay")
+    if found is None:
+        raise SystemExit("docker-credential-tokenrelay is not installed: pip install -e . first")
+    return found
+
+
+def script_interpreter(script: str) -> str:
+    """The interpreter named on the console script's ``#!`` line: the baseline must use the same one."""
+    with Path(script).open() as f:
+        first = f.readline()
+    return first[2:].strip().split()[0] if first.startswith("#!") else sys.executable
+
+
+def start_sidecar(workdir: str, auth_url: str) -> tuple[subprocess.Popen[bytes], str]:
+    socket = f"{workdir}/s.sock"
+    env = {**os.environ, "BENCH_OIDC": make_jwt({"sub": "bench", "exp": int(time.time()) + 86400})}
+    tokenrelay = Path(sys.executable).parent / "tokenrelay"
+    sidecar = subprocess.Popen(
+        [
+            str(tokenrelay) if tokenrelay.exists() else "tokenrelay",
+            "run",
+            f"--auth-url={auth_url}",
+            "--api-url=https://api.bench.example",
+            "--identity=bench",
+            f"--audience={HOST}",
+            "--id-token-env=BENCH_OIDC",
+            f"--socket={socket}",
+            "--log-level=warning",
+        ],
+        env=env,
+    )
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            fetch_token(socket, HOST, timeout=1.0)
+            return sidecar, socket
+        except LocalApiError:
+            if sidecar.poll() is not None or time.monotonic() > deadline:
+                sidecar.kill()
+                raise SystemExit("the sidecar did not come up") from None
+            time.sleep(0.05)
+
+
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def timed(argv: list[str], stdin: bytes, env: dict[str, str]) -> tuple[float, float]:
+    """Wall time and CPU time (user + system) of one run."""
+    cpu = children_cpu()
+    started = time.perf_counter()
+    subprocess.run(argv, input=stdin, env=env, stdout=subprocess.DEVNULL, check=True)
+    return time.perf_counter() - started, children_cpu() - cpu
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--runs", type=int, default=60)
+    parser.add_argument(
+        "--helper",
+        metavar="PATH",
+        help="the docker-credential-tokenrelay to time, e.g. from a venv without system site-packages "
+        "(default: the one beside this interpreter)",
+    )
+    args = parser.parse_args()
+
+    port = serve_in_thread(FakeTokenService().app())
+    workdir = tempfile.mkdtemp(prefix="trbench-", dir="/tmp")
+    sidecar, socket = start_sidecar(workdir, f"http://127.0.0.1:{port}")
+    try:
+        helper = args.helper or helper_path()
+        python = script_interpreter(helper)
+        env = {**os.environ, "TOKENRELAY_SOCKET": socket, "TOKENRELAY_HOSTS": HOST}
+        # Measure the steady state a user sees: bytecode cached after the first run, not recompiled.
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        stdin = f"{HOST}\n".encode()
+        check = subprocess.run([helper, "get"], input=stdin, env=env, capture_output=True, check=False)
+        if check.returncode != 0 or json.loads(check.stdout)["Username"] != "_token":
+            raise SystemExit(f"the helper failed: {check.stdout.decode().strip()}")
+        helper_times: list[tuple[float, float]] = []
+        python_times: list[tuple[float, float]] = []
+        for _ in range(3):  # warm the page cache for both
+            timed([helper, "get"], stdin, env)
+            timed([python, "-c", "pass"], b"", env)
+        for _ in range(args.runs):
+            helper_times.append(timed([helper, "get"], stdin, env))
+            python_times.append(timed([python, "-c", "pass"], b"", env))
+    finally:
+        sidecar.terminate()
+        sidecar.wait(10)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+    helper_ms = statistics.median(t[0] for t in helper_times) * 1000
+    python_ms = statistics.median(t[0] for t in python_times) * 1000
+    helper_cpu = statistics.median(t[1] for t in helper_times) * 1000
+    python_cpu = statistics.median(t[1] for t in python_times) * 1000
+    print(f"helper: {helper}")
+    print(f"interpreter: {python}")
+    print(f"runs: {args.runs} each, interleaved; load average {os.getloadavg()[0]:.2f}")
+    print(f"{'':62}{'wall':>10}{'cpu':>10}")
+    print(f"{'echo ' + HOST + ' | docker-credential-tokenrelay get':62}{helper_ms:8.1f}ms{helper_cpu:8.1f}ms")
+    print(f"{'python -c pass':62}{python_ms:8.1f}ms{python_cpu:8.1f}ms")
+    print(f"ratio (wall medians): {helper_ms / python_ms:.2f}   (target <= 2.0)")
+    print(f"ratio (cpu medians):  {helper_cpu / python_cpu:.2f}   (less sensitive to a busy machine)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,162 @@
+"""``tokenrelay dev``: the emulator, a sidecar wired to it and the proxy, in one process.
+
+What it sets up: the emulator on a free loopback port; an organization ``dev`` with a few groups and
+repos; an identity bound as ``owner`` of it whose ``claimMatch`` is the emulator's issuer and the
+subject ``system:serviceaccount:dev:tokenrelay``; a platform token file in a temporary directory,
+rotated like kubelet's; then the sidecar (``daemon.serve``) with its socket in that directory and
+the proxy on 127.0.0.1:8080. Everything it prints goes to stdout, one ``name: value`` per line,
+ending with ``ready``; SIGINT/SIGTERM stop it all and remove the temporary directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import shutil
+import socket
+import sys
+import tempfile
+from pathlib import Path
+
+from .config import Settings, is_loopback
+
+SUBJECT = "system:serviceaccount:dev:tokenrelay"
+PLATFORM_TOKEN_LIFETIME = 600.0  # rotated at 80%, as kubelet does: every 8 minutes
+DEFAULT_PROXY = "127.0.0.1:8080"
+
+
+def _hostport(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not HOST:PORT, e.g. {DEFAULT_PROXY}")
+    if not is_loopback(host):
+        raise argparse.ArgumentTypeError(f"{host} is not a loopback address; tokenrelay dev stays local")
+    return host, int(port)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--proxy-listen",
+        type=_hostport,
+        default=DEFAULT_PROXY,
+        metavar="HOST:PORT",
+        help=f"where the proxy listens (port 0 picks a free one). Default: {DEFAULT_PROXY}",
+    )
+    parser.add_argument(
+        "--emulator-listen",
+        type=_hostport,
+        default="127.0.0.1:0",
+        metavar="HOST:PORT",
+        help="where the emulator listens. Default: a free loopback port",
+    )
+    parser.add_argument(
+        "--token-lifetime",
+        type=float,
+        default=3600.0,
+        metavar="SECONDS",
+        help="lifetime of the API tokens the emulator issues. Default: 3600",
+    )
+    parser.add_argument(
+        "--log-level", choices=("debug", "info", "warning", "error"), default="info", help="Default: info"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from . import logs
+    from .cli import loop_factory
+
+    logs.setup(args.log_level, "text")  # to stderr: stdout carries the lines a user (or test) reads
+    try:
+        with asyncio.Runner(loop_factory=loop_factory(True)) as runner:
+            return runner.run(main(args))
+    except KeyboardInterrupt:
+        return 130
+
+
+def free_port(host: str) -> int:
+    """A port that was free a moment ago (for ``--proxy-listen HOST:0``, so we can print it)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.bind((host, 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def say(name: str, value: str = "") -> None:
+    print(f"{name}: {value}" if value else name, flush=True)
+
+
+async def main(args: argparse.Namespace, stop: asyncio.Event | None = None) -> int:
+    from . import daemon
+    from .emulator import Emulator, EmulatorServer, RotatingTokenFile
+
+    proxy_host, proxy_port = args.proxy_listen
+    if proxy_port == 0:
+        proxy_port = free_port(proxy_host)
+    emulator = Emulator(token_lifetime=args.token_lifetime)
+    server = EmulatorServer(emulator, *args.emulator_listen)
+    workdir = Path(tempfile.mkdtemp(prefix="tokenrelay-dev-"))
+    token_file: RotatingTokenFile | None = None
+    watcher: asyncio.Task[None] | None = None
+    try:
+        await server.start()
+        url = server.url
+        org = emulator.organization("dev", "made by tokenrelay dev")
+        for name, repos in (("team-a", ["web", "worker"]), ("team-b", ["api"])):
+            group = emulator.resources.create_group(org.uid, {"name": name})
+            for repo in repos:
+                emulator.repo(group.uid, repo)
+        workload = emulator.workload(org.uid, SUBJECT, role="owner", name="tokenrelay dev")
+
+        async def mint() -> str:
+            return emulator.mint(SUBJECT, url, PLATFORM_TOKEN_LIFETIME)
+
+        token_file = RotatingTokenFile(workdir / "oidc", mint)
+        await token_file.start()
+        settings = Settings(
+            auth_url=url,
+            api_url=url,
+            identity=workload.identity.uid,
+            id_token_file=str(token_file.path),
+            socket=str(workdir / "tokenrelay.sock"),
+            proxy_listen=(proxy_host, proxy_port),
+        )
+        proxy = f"http://{proxy_host}:{proxy_port}"
+        host = url.removeprefix("http://")
+        say("emulator", url)
+        say("api_url", url)
+        say("auth_url", url)
+        say("organization", org.uid)
+        say("identity", workload.identity.uid)
+        say("subject", SUBJECT)
+        say("id_token_file", settings.id_token_file)
+        say("socket", settings.socket)
+        say("proxy", proxy)
+        say("try", f"curl {proxy}/iam/v2beta1/groups")
+        say("try", f"TOKENRELAY_SOCKET={settings.socket} tokenrelay token")
+        say(
+            "try",
+            f"echo {host} | TOKENRELAY_SOCKET={settings.socket} TOKENRELAY_HOSTS={host}={url} "
+            "docker-credential-tokenrelay get",
+        )
+        watcher = asyncio.create_task(_announce_ready(Path(settings.socket)))
+        return await daemon.serve(settings, stop=stop)
+    finally:
+        if watcher is not None:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+        if token_file is not None:
+            await token_file.stop()
+        await server.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+        print("stopped", flush=True, file=sys.stdout)
+
+
+async def _announce_ready(path: Path) -> None:
+    # daemon.serve gives no hook for "socket bound"; the socket file appearing is that moment.
+    while not path.exists():  # noqa: ASYNC110, ASYNC240 (only the file system can tell; one stat)
+        await asyncio.sleep(0.02)
+    say("ready", "Ctrl-C to stop")

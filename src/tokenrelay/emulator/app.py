@@ -1,0 +1,251 @@
+"""The emulator in one aiohttp application: OIDC issuer, token service and API, composed here.
+
+``Emulator`` holds the parts and offers a Python face for setting up data (``tokenrelay dev``, tests,
+benchmarks); ``EmulatorServer`` binds it to a loopback port (0 picks a free one) and fixes the base
+URL, which is also the issuer URL, before the first request can arrive.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import logging
+import socket
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from types import TracebackType
+
+import aiohttp
+from aiohttp import web
+
+from ..aip193 import Code
+from . import api
+from .access import ROLE_BY_NAME
+from .errors import STS_DOMAIN, ApiError, invalid_argument, permission_denied
+from .issuer import DISCOVERY_PATH, JWKS_PATH, Issuer, SigningKey
+from .model import Group, Identity, Repo, RoleBinding
+from .oidc import OidcVerifier, normalize
+from .resources import Resources
+from .store import Store
+from .sts import STS_PATH, TokenService
+
+log = logging.getLogger("tokenrelay.emulator")
+
+MINT_PATH = "/emulator/v1/mint"
+SESSION = web.AppKey("emulator_session", aiohttp.ClientSession)
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """What ``Emulator.workload`` set up: an identity bound to a role on a group."""
+
+    group: Group
+    identity: Identity
+    binding: RoleBinding
+    subject: str
+
+
+class Emulator:
+    """Issuer, token service and API over one store."""
+
+    def __init__(
+        self,
+        store: Store | None = None,
+        *,
+        token_lifetime: float = 3600.0,
+        trusted_issuers: Iterable[str] = (),
+        api_audiences: Iterable[str] = (),
+        wall: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store or Store()
+        self.wall = wall
+        self._base_url = ""
+        self._extra_audiences = frozenset(normalize(a) for a in api_audiences)
+        self._audiences = self._extra_audiences
+        self.resources = Resources(self.store, wall)
+        self.issuer = Issuer(SigningKey.stored(self.store, "issuer"), lambda: self._base_url, wall)
+        self._session: aiohttp.ClientSession | None = None
+        self.verifier = OidcVerifier(self.issuer, trusted_issuers, session=self._client, wall=wall)
+        self.tokens = TokenService(
+            self.store,
+            SigningKey.stored(self.store, "sts"),
+            self.verifier,
+            lambda: self._base_url,
+            lifetime=token_lifetime,
+            wall=wall,
+        )
+
+    @property
+    def base_url(self) -> str:
+        """``http://HOST:PORT``: the API's base URL, the auth URL and the issuer URL at once."""
+        if not self._base_url:
+            raise RuntimeError("the emulator has no address yet: start an EmulatorServer first")
+        return self._base_url
+
+    @base_url.setter
+    def base_url(self, url: str) -> None:
+        self._base_url = normalize(url)
+        self._audiences = self._extra_audiences | {self._base_url}
+
+    def _client(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession()
+        return self._session
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+    # -- the Python face ------------------------------------------------------------------------
+
+    def organization(self, name: str, description: str = "") -> Group:
+        return self.resources.create_group("", {"name": name, "description": description})
+
+    def workload(self, group_uid: str, subject: str, role: str = "owner", name: str = "workload") -> Workload:
+        """An identity in ``group_uid`` matching this issuer and ``subject``, bound to ``role`` there."""
+        identity = self.resources.create_identity(
+            group_uid,
+            {"name": name, "claimMatch": {"issuer": self.issuer.url, "subject": subject}},
+        )
+        binding = self.resources.create_binding(
+            group_uid, {"identityUid": identity.uid, "roleUid": ROLE_BY_NAME[role].uid}
+        )
+        return Workload(self.resources.group(group_uid), identity, binding, subject)
+
+    def repo(self, group_uid: str, name: str) -> Repo:
+        return self.resources.create_repo(group_uid, name)
+
+    def mint(self, subject: str, audience: str | None = None, lifetime: float = 3600.0) -> str:
+        """A platform OIDC token from this emulator's issuer."""
+        return self.issuer.mint(subject, audience or self.base_url, lifetime)
+
+    def api_token(self, identity_uid: str, lifetime: float | None = None) -> str:
+        """An API token for this API, as the token service would issue it."""
+        return self.tokens.mint(identity_uid, self.base_url, lifetime)
+
+    # -- HTTP -----------------------------------------------------------------------------------
+
+    def app(self) -> web.Application:
+        app = web.Application(middlewares=[_errors], client_max_size=1 << 20)
+        app[api.CONTEXT] = api.Context(self.resources, self.tokens, lambda: self._audiences, self.wall)
+        app.router.add_get(DISCOVERY_PATH, self._discovery)
+        app.router.add_get(JWKS_PATH, self._jwks)
+        app.router.add_get(STS_PATH + "/exchange", self._exchange)
+        app.router.add_post(STS_PATH + "/exchange", self._exchange)
+        app.router.add_post(MINT_PATH, self._mint)
+        api.add_routes(app)
+        app.cleanup_ctx.append(self._lifespan)
+        return app
+
+    async def _lifespan(self, app: web.Application) -> AsyncIterator[None]:
+        yield
+        await self.close()
+
+    async def _discovery(self, request: web.Request) -> web.Response:
+        return api.respond(self.issuer.discovery())
+
+    async def _jwks(self, request: web.Request) -> web.Response:
+        return api.respond(self.issuer.jwks())
+
+    async def _exchange(self, request: web.Request) -> web.Response:
+        fields = dict(request.query)
+        if request.method == "POST" and request.content_type in (
+            "application/x-www-form-urlencoded",
+            "multipart/form-data",
+        ):
+            form = await request.post()
+            for name in ("aud", "identity"):
+                value = form.get(name)
+                if name not in fields and isinstance(value, str):
+                    fields[name] = value
+        scheme, _, bearer = request.headers.get("Authorization", "").partition(" ")
+        token = await self.tokens.exchange(
+            bearer.strip() if scheme.lower() == "bearer" else None, fields.get("aud"), fields.get("identity")
+        )
+        return api.respond({"token": token})
+
+    async def _mint(self, request: web.Request) -> web.Response:
+        """Platform tokens on demand (``tokenrelay emulate mint``); loopback callers only."""
+        if not _is_loopback(request.remote):
+            raise permission_denied("Permission denied: minting is open to loopback callers only", STS_DOMAIN)
+        try:
+            fields = await request.json()
+        except ValueError:
+            raise invalid_argument("body", "not JSON", STS_DOMAIN) from None
+        if not isinstance(fields, dict):
+            raise invalid_argument("body", "must be a JSON object", STS_DOMAIN)
+        subject, audience = fields.get("sub"), fields.get("aud") or self.base_url
+        lifetime = fields.get("lifetime", 3600)
+        if not isinstance(subject, str) or not subject:
+            raise invalid_argument("sub", "required", STS_DOMAIN)
+        if not isinstance(lifetime, int | float) or not 0 < lifetime <= 7 * 86400:
+            raise invalid_argument("lifetime", "seconds, more than 0 and at most a week", STS_DOMAIN)
+        return api.respond({"token": self.issuer.mint(subject, str(audience), lifetime)})
+
+
+def _is_loopback(remote: str | None) -> bool:
+    try:
+        return remote is not None and ipaddress.ip_address(remote).is_loopback
+    except ValueError:
+        return False
+
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@web.middleware
+async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Every refusal as an AIP-193 body, aiohttp's own 404/405 included."""
+    try:
+        return await handler(request)
+    except ApiError as exc:
+        return exc.response()
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        code = {404: Code.NOT_FOUND, 405: Code.UNIMPLEMENTED, 413: Code.INVALID_ARGUMENT}.get(
+            exc.status, Code.UNKNOWN
+        )
+        error = ApiError(code, f"{exc.reason}: {request.method} {request.path}")
+        return web.Response(
+            status=exc.status, body=json.dumps(error.body()).encode(), content_type="application/json"
+        )
+
+
+class EmulatorServer:
+    """The emulator on a TCP port; ``port=0`` picks a free one. Also an async context manager."""
+
+    def __init__(self, emulator: Emulator, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.emulator = emulator
+        self._host = host
+        self._port = port
+        self._runner: web.AppRunner | None = None
+
+    @property
+    def url(self) -> str:
+        return self.emulator.base_url
+
+    async def start(self) -> None:
+        family = socket.AF_INET6 if ":" in self._host else socket.AF_INET
+        sock = socket.create_server((self._host, self._port), family=family, backlog=1024)
+        host, port = sock.getsockname()[:2]
+        self.emulator.base_url = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+        self._runner = web.AppRunner(self.emulator.app(), access_log=None, handle_signals=False)
+        await self._runner.setup()
+        await web.SockSite(self._runner, sock).start()
+        log.info("emulator listening", extra={"url": self.emulator.base_url})
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def __aenter__(self) -> EmulatorServer:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()

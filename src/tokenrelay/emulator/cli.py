@@ -1,0 +1,188 @@
+"""``tokenrelay emulate``: run the emulator; ``tokenrelay emulate mint``: get a platform token from it.
+
+``mint`` asks a running emulator (``POST /emulator/v1/mint``, loopback only) rather than reading its
+key from the state file: it then works for an in-memory emulator too, and the key never leaves the
+emulator's process. With ``--write-dir`` it keeps a kubelet-style rotating token file there until
+interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+
+DEFAULT_LISTEN = "127.0.0.1:8787"
+URL_ENV = "TOKENRELAY_EMULATOR_URL"
+
+
+def _hostport(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not HOST:PORT, e.g. {DEFAULT_LISTEN}")
+    return host, int(port)
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 < value <= 7 * 86400:
+        raise argparse.ArgumentTypeError(f"{text!r}: more than 0 and at most a week")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--listen",
+        type=_hostport,
+        default=DEFAULT_LISTEN,
+        metavar="HOST:PORT",
+        help=f"address to serve on (port 0 picks a free one). Default: {DEFAULT_LISTEN}",
+    )
+    parser.add_argument("--state", metavar="FILE", help="keep state in this SQLite file (else in memory)")
+    parser.add_argument(
+        "--token-lifetime",
+        type=_seconds,
+        default=3600.0,
+        metavar="SECONDS",
+        help="lifetime of the API tokens the token service issues. Default: 3600",
+    )
+    parser.add_argument("--seed", action="store_true", help="load a starter organization (idempotent)")
+    parser.add_argument(
+        "--trust-issuer",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="also accept OIDC tokens from this issuer (discovery + JWKS over HTTP; repeatable)",
+    )
+    actions = parser.add_subparsers(dest="action", metavar="ACTION")
+    mint = actions.add_parser("mint", help="print a platform OIDC token signed by a running emulator")
+    mint.add_argument("--sub", required=True, help="the token's subject")
+    mint.add_argument("--aud", help="the token's audience (default: the emulator's URL)")
+    mint.add_argument("--lifetime", type=_seconds, default=3600.0, metavar="SECONDS", help="Default: 3600")
+    mint.add_argument(
+        "--url",
+        default=os.environ.get(URL_ENV, f"http://{DEFAULT_LISTEN}"),
+        help=f"the running emulator [env {URL_ENV}, default http://{DEFAULT_LISTEN}]",
+    )
+    mint.add_argument(
+        "--write-dir",
+        metavar="DIR",
+        help="instead of printing, keep DIR/token fresh (kubelet-style symlink swap) until interrupted",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.action == "mint":
+        return _mint(args)
+    from .. import logs
+    from ..cli import loop_factory
+
+    logs.setup("info", "text")
+    try:
+        with asyncio.Runner(loop_factory=loop_factory(True)) as runner:
+            return runner.run(serve(args))
+    except KeyboardInterrupt:
+        return 0
+
+
+async def serve(args: argparse.Namespace, stop: asyncio.Event | None = None) -> int:
+    import signal
+
+    from .app import Emulator, EmulatorServer
+    from .seed import seed
+    from .store import Store
+
+    stop = stop or asyncio.Event()
+    store = Store(args.state)
+    emulator = Emulator(store, token_lifetime=args.token_lifetime, trusted_issuers=args.trust_issuer)
+    server = EmulatorServer(emulator, *args.listen)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await server.start()
+        url = server.url
+        _say(f"emulator: {url}")
+        _say(f"issuer: {url}  (discovery {url}/.well-known/openid-configuration)")
+        _say(f"token service: {url}/sts/exchange")
+        _say(f"api: {url}/iam/v2beta1/  {url}/registry/v2beta1/")
+        if args.seed:
+            seeded = seed(emulator)
+            _say(f"seed organization: {seeded.organization.uid}")
+            for role, identity in seeded.identities.items():
+                _say(f"seed {role} identity: {identity.uid} (subject {identity.subject})")
+            owner = seeded.identities["owner"]
+            _say(
+                f"try: tokenrelay emulate mint --url {url} --sub {owner.subject} > oidc-token && "
+                f'curl -s -H "Authorization: Bearer $(cat oidc-token)" '
+                f"'{url}/sts/exchange?aud={url}&identity={owner.uid}'"
+            )
+        await stop.wait()
+    finally:
+        await server.stop()
+        store.close()
+    return 0
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)
+
+
+def _mint(args: argparse.Namespace) -> int:
+    url = args.url.rstrip("/") + "/emulator/v1/mint"
+    payload = {"sub": args.sub, "aud": args.aud, "lifetime": args.lifetime}
+
+    def fetch() -> str:
+        # the URL is the user's own --url, an http:// address of an emulator
+        request = urllib.request.Request(  # noqa: S310
+            url,
+            data=json.dumps(payload).encode(),
+            headers={"Content-Type": "application/json"},
+            method="POST",
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310
+                token: str = json.loads(response.read())["token"]
+                return token
+        except urllib.error.HTTPError as exc:
+            raise SystemExit(
+                f"tokenrelay emulate mint: {url} answered HTTP {exc.code}: {exc.read()[:300]!r}"
+            ) from None
+        except (urllib.error.URLError, OSError) as exc:
+            raise SystemExit(
+                f"tokenrelay emulate mint: no emulator at {args.url} ({exc}); start one with "
+                f"`tokenrelay emulate` or point --url (env {URL_ENV}) at it"
+            ) from None
+
+    if args.write_dir is None:
+        sys.stdout.write(fetch() + "\n")
+        return 0
+    try:
+        return asyncio.run(_keep_file(args.write_dir, fetch))
+    except KeyboardInterrupt:
+        return 0
+
+
+async def _keep_file(directory: str, fetch: Callable[[], str]) -> int:
+    from .tokenfile import RotatingTokenFile
+
+    async def mint() -> str:
+        return await asyncio.to_thread(fetch)
+
+    writer = RotatingTokenFile(directory, mint)
+    await writer.start()
+    _say(f"token file: {writer.path}")
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await writer.stop()
+    return 0

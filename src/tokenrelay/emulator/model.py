@@ -1,0 +1,161 @@
+"""The emulator's resources and their JSON shapes (v2beta1 and v1).
+
+Times are kept as integer milliseconds since the epoch: the wire form has millisecond precision, so
+what is stored, sorted on and shown is the same number. A uid is ``<parent_uid>/<segment>``; the
+uid of the group that holds a resource is therefore its uid without the last segment.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from ..timestamps import format_timestamp
+
+ORG_SEGMENT_BYTES = 20  # an organization's uid: 40 hex digits, no slash
+CHILD_SEGMENT_BYTES = 8  # every other segment: 16 hex digits
+
+
+def timestamp(ms: int) -> str:
+    return format_timestamp(ms / 1000)
+
+
+def parent_of(uid: str) -> str:
+    """The uid of the group holding ``uid`` ("" for an organization)."""
+    return uid.rpartition("/")[0]
+
+
+def is_within(uid: str, ancestor: str) -> bool:
+    """True when ``uid`` is ``ancestor`` itself or lies below it."""
+    return uid == ancestor or uid.startswith(ancestor + "/")
+
+
+def new_org_uid() -> str:
+    return secrets.token_hex(ORG_SEGMENT_BYTES)
+
+
+def new_child_uid(parent: str) -> str:
+    return f"{parent}/{secrets.token_hex(CHILD_SEGMENT_BYTES)}"
+
+
+def role_uid(name: str) -> str:
+    """Built-in roles have a flat hex uid, stable across restarts."""
+    return hashlib.sha1(f"tokenrelay-emulator/role/{name}".encode(), usedforsecurity=False).hexdigest()
+
+
+@dataclass(slots=True)
+class Group:
+    KIND: ClassVar[str] = "group"
+    uid: str
+    name: str
+    description: str
+    verified: bool
+    create_ms: int
+    update_ms: int
+
+    def v2(self) -> dict[str, Any]:
+        return {
+            "uid": self.uid,
+            "name": self.name,
+            "description": self.description,
+            "resourceLimits": {},
+            "verified": self.verified,
+            "createTime": timestamp(self.create_ms),
+            "updateTime": timestamp(self.update_ms),
+        }
+
+    def v1(self) -> dict[str, Any]:
+        return {
+            "id": self.uid,
+            "name": self.name,
+            "description": self.description,
+            "resourceLimits": {"clusters": 0, "idps": 0, "repositories": 0},
+            "verified": self.verified,
+            "createdAt": timestamp(self.create_ms),
+            "updatedAt": timestamp(self.update_ms),
+        }
+
+    def ref(self) -> dict[str, Any]:
+        return {"uid": self.uid, "name": self.name, "description": self.description}
+
+
+@dataclass(slots=True)
+class Identity:
+    KIND: ClassVar[str] = "identity"
+    uid: str
+    name: str
+    description: str
+    issuer: str
+    subject: str
+    last_seen_ms: int
+    create_ms: int
+    update_ms: int
+
+    def v2(self) -> dict[str, Any]:
+        return {
+            "uid": self.uid,
+            "name": self.name,
+            "description": self.description,
+            "lastSeenTime": timestamp(self.last_seen_ms),
+            "claimMatch": {"issuer": self.issuer, "subject": self.subject},
+            "createTime": timestamp(self.create_ms),
+            "updateTime": timestamp(self.update_ms),
+        }
+
+    def ref(self) -> dict[str, Any]:
+        return {
+            "uid": self.uid,
+            "name": self.name,
+            "description": self.description,
+            "subject": self.subject,
+            "issuer": self.issuer,
+        }
+
+
+@dataclass(slots=True)
+class Role:
+    KIND: ClassVar[str] = "role"
+    uid: str
+    name: str
+    description: str
+    permissions: frozenset[str]
+    create_ms: int = 0
+
+    def v2(self) -> dict[str, Any]:
+        return {"uid": self.uid, "name": self.name, "description": self.description}
+
+    def ref(self) -> dict[str, Any]:
+        return self.v2()
+
+
+@dataclass(slots=True)
+class RoleBinding:
+    KIND: ClassVar[str] = "role_binding"
+    uid: str
+    identity: str  # uid
+    role: str  # uid
+    create_ms: int
+
+    @property
+    def group(self) -> str:
+        return parent_of(self.uid)
+
+
+@dataclass(slots=True)
+class Repo:
+    KIND: ClassVar[str] = "repo"
+    uid: str
+    name: str
+    create_ms: int
+
+    def v2(self) -> dict[str, Any]:
+        return {"uid": self.uid, "name": self.name, "createTime": timestamp(self.create_ms)}
+
+    def v1(self) -> dict[str, Any]:
+        return {"id": self.uid, "name": self.name, "createdAt": timestamp(self.create_ms)}
+
+
+Record = Group | Identity | RoleBinding | Repo
+RECORD_TYPES: dict[str, type[Record]] = {cls.KIND: cls for cls in (Group, Identity, RoleBinding, Repo)}

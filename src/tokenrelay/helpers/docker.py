@@ -1,0 +1,107 @@
+"""``docker-credential-tokenrelay``: the Docker credential-helper protocol (docker, skopeo, podman, buildah).
+
+``get`` reads a server string on stdin (``registry.example.com``, ``127.0.0.1:5000`` or
+``https://index.docker.io/v1/``) and answers ``{"ServerURL", "Username": "_token", "Secret"}`` for a
+configured host. Every other host gets exactly ``credentials not found in native keychain``, the one
+error after which docker and skopeo carry on anonymously; any other error is fatal for them, so it
+is kept for real failures. Errors go to stdout with exit status 1, as the protocol wants.
+``store`` and ``erase`` accept and ignore their input: nothing is stored, every token is fetched.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from .._version import __version__
+from .hosts import HostsError, load, match
+from .source import Credential, CredentialError, fetcher
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from typing import TextIO
+
+NOT_FOUND = "credentials not found in native keychain"
+USERNAME = "_token"  # not "<token>": that would make clients start an OAuth2 refresh-token grant
+MAX_INPUT = 64 * 1024
+PROG = "docker-credential-tokenrelay"
+
+
+def handle(
+    action: str,
+    stdin: TextIO,
+    stdout: TextIO,
+    *,
+    environ: Mapping[str, str] | None = None,
+    fetch: Callable[[str], Credential] | None = None,
+    stderr: TextIO | None = None,
+) -> int:
+    """Run one protocol action; the exit status. Never raises, never prints a traceback."""
+    env = os.environ if environ is None else environ
+    try:
+        if action == "get":
+            return _get(stdin.read(MAX_INPUT + 1), stdout, env, fetch or fetcher(env), stderr)
+        if action in ("store", "erase"):
+            stdin.read()
+            return 0
+        if action == "list":
+            hosts = load(env)
+            json.dump({host.netloc: USERNAME for host in hosts}, stdout)
+            stdout.write("\n")
+            return 0
+        if action == "version":
+            stdout.write(f"{PROG} (tokenrelay) {__version__}\n")
+            return 0
+        stdout.write(f"tokenrelay: unknown action {action!r}; usage: {PROG} get|store|erase|list|version\n")
+        return 1
+    except (HostsError, CredentialError) as exc:
+        stdout.write(f"tokenrelay: {exc}\n")
+    except UnicodeDecodeError:
+        stdout.write(
+            "tokenrelay: stdin is not UTF-8 text; it should be a server such as registry.example.com\n"
+        )
+    except Exception as exc:  # the client shows our stdout as the error: one line, never a traceback
+        stdout.write(f"tokenrelay: internal error ({type(exc).__name__}); please report it\n")
+    return 1
+
+
+def _get(
+    server_text: str,
+    stdout: TextIO,
+    env: Mapping[str, str],
+    fetch: Callable[[str], Credential],
+    stderr: TextIO | None,
+) -> int:
+    server = server_text.strip()
+    if not server or len(server_text) > MAX_INPUT:
+        stdout.write(
+            f"tokenrelay: expected a server such as registry.example.com on stdin, got "
+            f"{'nothing' if not server else 'over 64 KiB'}\n"
+        )
+        return 1
+    hosts = load(env)
+    host = match(hosts, server)
+    if host is None:
+        if not hosts and stderr is not None:
+            stderr.write("tokenrelay: no hosts configured; set TOKENRELAY_HOSTS, e.g. registry.example.com\n")
+        stdout.write(NOT_FOUND + "\n")
+        return 1
+    credential = fetch(host.audience)
+    json.dump({"ServerURL": server, "Username": USERNAME, "Secret": credential.token}, stdout)
+    stdout.write("\n")
+    return 0
+
+
+def main() -> int:
+    try:
+        return handle(sys.argv[1] if len(sys.argv) > 1 else "", sys.stdin, sys.stdout, stderr=sys.stderr)
+    except BrokenPipeError:  # the client stopped reading: nothing left to tell it
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

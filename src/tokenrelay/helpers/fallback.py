@@ -1,0 +1,311 @@
+"""A direct exchange for when no sidecar answers, with the token cached on disk for the next run.
+
+Enabled by ``TOKENRELAY_AUTH_URL``, ``TOKENRELAY_IDENTITY`` and an OIDC source
+(``TOKENRELAY_ID_TOKEN_FILE``, or ``TOKENRELAY_ID_TOKEN_ENV`` naming a variable), the same names
+``tokenrelay run`` reads. The cache lives in ``$XDG_CACHE_HOME/tokenrelay/`` (``~/.cache/tokenrelay/``):
+the directory is 0700, each file 0600 and written to a temporary name then renamed, so a helper running
+at the same moment reads the old token or the new one, never half of either. A cached token is reused
+while at least five minutes remain, which leaves any client time to finish with it.
+
+Only this module talks HTTP, and it imports urllib only when it actually exchanges.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import stat
+import time
+from pathlib import Path
+
+from .source import Credential, CredentialError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
+AUTH_URL_ENV = "TOKENRELAY_AUTH_URL"
+IDENTITY_ENV = "TOKENRELAY_IDENTITY"
+ID_TOKEN_FILE_ENV = "TOKENRELAY_ID_TOKEN_FILE"
+ID_TOKEN_ENV_ENV = "TOKENRELAY_ID_TOKEN_ENV"
+TIMEOUT_ENV = "TOKENRELAY_EXCHANGE_TIMEOUT"
+HINT = (
+    f"or set {AUTH_URL_ENV}, {IDENTITY_ENV} and {ID_TOKEN_FILE_ENV} (or {ID_TOKEN_ENV_ENV}) "
+    "to exchange without a sidecar"
+)
+
+MIN_REMAINING = 300.0  # reuse a cached token only while at least this much of its life is left
+DEFAULT_LIFETIME = 3600.0  # the upstream's documented lifetime, when the token does not say
+DEFAULT_TIMEOUT = 10.0
+MAX_BYTES = 1 << 20
+MAX_ID_TOKEN_BYTES = 64 * 1024
+
+
+def configured(environ: Mapping[str, str]) -> bool:
+    """True when every input of a direct exchange is set."""
+    has_source = bool(environ.get(ID_TOKEN_FILE_ENV) or environ.get(ID_TOKEN_ENV_ENV))
+    return bool(environ.get(AUTH_URL_ENV) and environ.get(IDENTITY_ENV) and has_source)
+
+
+def fetch(
+    audience: str,
+    environ: Mapping[str, str],
+    *,
+    wall: Callable[[], float] = time.time,
+    exchange: Callable[[str, str, str, str, float], tuple[str, float | None]] | None = None,
+) -> Credential:
+    """A token for ``audience`` from the cache, else from a fresh exchange; raises CredentialError."""
+    auth_url = auth_url_from(environ)
+    identity = environ[IDENTITY_ENV].strip()
+    directory = cache_dir(environ)
+    path = directory / cache_name(auth_url, identity, audience)
+    now = wall()
+    cached = load_cached(path, now)
+    if cached is not None:
+        return cached
+    id_token = read_id_token(environ, now)
+    do_exchange = exchange or exchange_token
+    token, expiry = do_exchange(auth_url, audience, identity, id_token, timeout_from(environ))
+    expiry = token_expiry(token, expiry, now)
+    store_cached(directory, path, token, expiry)
+    return credential(token, expiry)
+
+
+def auth_url_from(environ: Mapping[str, str]) -> str:
+    """The token service's base URL, without a trailing slash; raises CredentialError."""
+    auth_url = (environ.get(AUTH_URL_ENV) or "").strip().rstrip("/")
+    if not auth_url.startswith(("https://", "http://")):
+        shown = f", not {auth_url!r}" if auth_url else ""
+        raise CredentialError(f"--auth-url (env {AUTH_URL_ENV}) must be an http:// or https:// URL{shown}")
+    return auth_url
+
+
+def credential(token: str, expiry: float) -> Credential:
+    from ..timestamps import format_timestamp
+
+    return Credential(token, format_timestamp(expiry))
+
+
+def token_expiry(token: str, stated: float | None, now: float) -> float:
+    """The token's ``exp`` claim, else the service's ``expiry``, else the documented hour."""
+    from ..jwtclaims import numeric_claim, unverified_claims
+
+    claims = unverified_claims(token)
+    expiry = numeric_claim(claims, "exp") if claims else None
+    return expiry or stated or now + DEFAULT_LIFETIME
+
+
+def timeout_from(environ: Mapping[str, str]) -> float:
+    raw = environ.get(TIMEOUT_ENV)
+    if not raw:
+        return DEFAULT_TIMEOUT
+    try:
+        value = float(raw)
+    except ValueError:
+        raise CredentialError(f"{TIMEOUT_ENV}={raw!r} is not a number of seconds") from None
+    if not 0 < value < 600:
+        raise CredentialError(f"{TIMEOUT_ENV}={raw!r} must be more than 0 and less than 600 seconds")
+    return value
+
+
+# -- the OIDC token ----------------------------------------------------------------------------
+
+
+def read_id_token(environ: Mapping[str, str], now: float) -> str:
+    """The platform's OIDC token, read afresh (kubelet and CI runners rotate it); raises CredentialError."""
+    variable = environ.get(ID_TOKEN_ENV_ENV)
+    if variable:
+        where = f"environment variable {variable} (named by {ID_TOKEN_ENV_ENV})"
+        value = environ.get(variable)
+        if value is None:
+            raise CredentialError(f"{where} is not set")
+    else:
+        path = environ[ID_TOKEN_FILE_ENV]
+        where = f"file {path} ({ID_TOKEN_FILE_ENV})"
+        value = _read_small_file(path, where)
+    value = value.strip()
+    if not value:
+        raise CredentialError(f"the OIDC token in {where} is empty")
+    from ..jwtclaims import numeric_claim, unverified_claims
+
+    claims = unverified_claims(value)
+    expiry = numeric_claim(claims, "exp") if claims else None
+    if expiry is not None and expiry <= now:
+        from ..timestamps import format_timestamp
+
+        raise CredentialError(
+            f"the OIDC token in {where} expired at {format_timestamp(expiry)}; "
+            "whatever writes it (kubelet, the CI runner) has stopped renewing it"
+        )
+    return value
+
+
+def _read_small_file(path: str, where: str) -> str:
+    try:
+        with Path(path).open("rb") as f:
+            raw = f.read(MAX_ID_TOKEN_BYTES + 1)
+    except FileNotFoundError:
+        raise CredentialError(f"no OIDC token at {where}: mount the platform's token there") from None
+    except OSError as exc:
+        raise CredentialError(f"cannot read the OIDC token {where}: {exc.strerror or exc}") from None
+    if len(raw) > MAX_ID_TOKEN_BYTES:
+        raise CredentialError(f"the OIDC token {where} is over 64 KiB: not a token")
+    try:
+        return raw.decode("ascii")
+    except UnicodeDecodeError:
+        raise CredentialError(f"the OIDC token {where} is not ASCII text") from None
+
+
+# -- the exchange ------------------------------------------------------------------------------
+
+
+def exchange_token(
+    auth_url: str, audience: str, identity: str, id_token: str, timeout: float
+) -> tuple[str, float | None]:
+    """``GET {auth_url}/sts/exchange``: the API token and the service's stated expiry, if any.
+
+    Redirects are not followed: the OIDC token would travel with them.
+    """
+    import urllib.error
+    import urllib.request
+    from urllib.parse import urlencode
+
+    url = auth_url + "/sts/exchange"
+    request = urllib.request.Request(  # noqa: S310 - auth_url_from() allows only http(s)
+        url + "?" + urlencode({"aud": audience, "identity": identity}),
+        headers={"Authorization": f"Bearer {id_token}", "Accept": "application/json"},
+    )
+
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args: object, **kwargs: object) -> None:
+            return None  # urllib then raises HTTPError for the 3xx, reported by _refusal
+
+    opener = urllib.request.build_opener(NoRedirect)
+    try:
+        with opener.open(request, timeout=timeout) as response:
+            raw = response.read(MAX_BYTES + 1)
+    except urllib.error.HTTPError as exc:
+        raise _refusal(exc.code, exc.read(MAX_BYTES), exc.headers.get("Location"), url, audience) from None
+    except urllib.error.URLError as exc:
+        reason = exc.reason.strerror if isinstance(exc.reason, OSError) else exc.reason
+        raise CredentialError(f"cannot reach the token service at {url}: {reason}") from None
+    except TimeoutError:
+        raise CredentialError(
+            f"the token service at {url} did not answer within {timeout:g}s ({TIMEOUT_ENV})"
+        ) from None
+    except OSError as exc:
+        raise CredentialError(f"cannot talk to the token service at {url}: {exc.strerror or exc}") from None
+    if len(raw) > MAX_BYTES:
+        raise CredentialError(f"the token service at {url} answered over 1 MiB")
+    return _parse_success(raw, url)
+
+
+def _parse_success(raw: bytes, url: str) -> tuple[str, float | None]:
+    try:
+        obj = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        raise CredentialError(
+            f"the token service at {url} answered 200 with a body that is not JSON"
+        ) from None
+    token = obj.get("token") if isinstance(obj, dict) else None
+    if not isinstance(token, str) or not token.strip():
+        raise CredentialError(f'the token service at {url} answered 200 without a "token" string')
+    if any(c in token for c in "\r\n\0 \t"):
+        raise CredentialError(f"the token service at {url} answered a token with whitespace in it")
+    stated = obj.get("expiry")
+    if isinstance(stated, bool) or not isinstance(stated, int | float):
+        stated = None
+    return token, stated
+
+
+def _refusal(status: int, raw: bytes, location: str | None, url: str, audience: str) -> CredentialError:
+    if 300 <= status < 400:
+        return CredentialError(
+            f"the token service at {url} answered HTTP {status} redirecting to {location or '(nowhere)'}; "
+            f"not followed, since the OIDC token would go with it: point {AUTH_URL_ENV} at the final address"
+        )
+    from .. import aip193
+    from ..redact import scrub
+
+    parsed = aip193.parse(raw)
+    if parsed is None:
+        return CredentialError(
+            f"the token service refused the exchange for audience {audience}: HTTP {status}"
+        )
+    _, message, reason = parsed
+    because = f"reason {reason}, " if reason else ""
+    return CredentialError(
+        f"the token service refused the exchange for audience {audience}: "
+        f"{scrub(message)[:300]} ({because}HTTP {status})"
+    )
+
+
+# -- the cache ---------------------------------------------------------------------------------
+
+
+def cache_dir(environ: Mapping[str, str]) -> Path:
+    """``$XDG_CACHE_HOME/tokenrelay``, or ``~/.cache/tokenrelay``."""
+    xdg = environ.get("XDG_CACHE_HOME")
+    base = Path(xdg) if xdg else Path(environ.get("HOME") or Path.home()) / ".cache"
+    return base / "tokenrelay"
+
+
+def cache_name(auth_url: str, identity: str, audience: str) -> str:
+    """One file per (token service, identity, audience); hashed so no name leaks into a listing."""
+    import hashlib
+
+    key = "\n".join((auth_url, identity, audience)).encode()
+    return hashlib.sha256(key).hexdigest()[:32] + ".json"
+
+
+def load_cached(path: Path, now: float) -> Credential | None:
+    """The cached token when it is ours, private and has at least MIN_REMAINING left; else None."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(f.fileno())
+        if info.st_uid != os.getuid() or info.st_mode & 0o077 or not stat.S_ISREG(info.st_mode):
+            return None  # someone else could have written or read it: exchange afresh
+        raw = f.read(MAX_BYTES)
+    try:
+        obj = json.loads(raw)
+        token, expiry = obj["token"], obj["expiry"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(token, str) or not isinstance(expiry, int | float) or expiry - now < MIN_REMAINING:
+        return None
+    return credential(token, float(expiry))
+
+
+def store_cached(directory: Path, path: Path, token: str, expiry: float) -> None:
+    """Write the cache file atomically; a cache that cannot be written only costs the next run time."""
+    if not _private_dir(directory):
+        return
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+    try:
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w") as f:
+            json.dump({"token": token, "expiry": expiry}, f)
+            f.flush()
+            os.fsync(f.fileno())
+        temporary.replace(path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            temporary.unlink()
+
+
+def _private_dir(directory: Path) -> bool:
+    """Create ``directory`` 0700 (or tighten it); False when it is not ours to use."""
+    try:
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        info = directory.lstat()
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+            return False
+        if stat.S_IMODE(info.st_mode) != 0o700:
+            directory.chmod(0o700)
+    except OSError:
+        return False
+    return True

@@ -1,0 +1,81 @@
+"""Where a helper gets its token: the sidecar's socket, else a direct exchange when one is configured.
+
+The socket is ``TOKENRELAY_SOCKET`` (default: where ``tokenrelay run`` listens). When no sidecar
+answers there and ``TOKENRELAY_AUTH_URL``, ``TOKENRELAY_IDENTITY`` and an OIDC source are set, the
+helper exchanges by itself (see ``fallback``). A sidecar that answers with a refusal is the
+authority: its refusal is reported, not worked around.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ..client import DEFAULT_SOCKET, LocalApiError, fetch_token
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
+SOCKET_ENV = "TOKENRELAY_SOCKET"
+# The sidecar waits up to its --wait-timeout (10 s by default) when it holds no token yet.
+SOCKET_TIMEOUT = 15.0
+
+
+class CredentialError(Exception):
+    """No token could be had; the message says what to fix and never holds a secret."""
+
+
+class Credential:
+    """A token and, when known, its expiry; the timing is read from the token only when asked."""
+
+    __slots__ = ("_expire_time", "token")
+
+    def __init__(self, token: str, expire_time: str | None = None) -> None:
+        self.token = token
+        self._expire_time = expire_time  # ISO 8601, as the local API sends it
+
+    def __repr__(self) -> str:
+        return f"Credential(expire_time={self._expire_time!r})"
+
+    def times(self) -> tuple[float | None, float | None]:
+        """``(issued_at, expires_at)`` as Unix times, each None when unknown."""
+        from ..jwtclaims import numeric_claim, unverified_claims
+
+        claims = unverified_claims(self.token) or {}
+        issued, expires = numeric_claim(claims, "iat"), numeric_claim(claims, "exp")
+        if expires is None and self._expire_time:
+            from ..timestamps import parse_timestamp
+
+            try:
+                expires = parse_timestamp(self._expire_time)
+            except ValueError:
+                expires = None
+        return issued, expires
+
+
+def socket_path(environ: Mapping[str, str]) -> str:
+    return environ.get(SOCKET_ENV) or DEFAULT_SOCKET
+
+
+def fetch(audience: str, environ: Mapping[str, str] | None = None) -> Credential:
+    """A token for ``audience``; raises CredentialError."""
+    env = os.environ if environ is None else environ
+    path = socket_path(env)
+    try:
+        reply = fetch_token(path, audience, timeout=SOCKET_TIMEOUT)
+    except LocalApiError as exc:
+        if exc.status is not None:
+            raise CredentialError(f"the tokenrelay sidecar at {path} has no token: {exc}") from None
+        from . import fallback
+
+        if fallback.configured(env):
+            return fallback.fetch(audience, env)
+        raise CredentialError(f"{exc}; {fallback.HINT}") from None
+    except (ValueError, IndexError):
+        raise CredentialError(f"the process at {path} answered something that is not HTTP") from None
+    return Credential(reply.token, reply.expire_time)
+
+
+def fetcher(environ: Mapping[str, str] | None) -> Callable[[str], Credential]:
+    """``fetch`` bound to an environment, the default of every helper's ``handle``."""
+    return lambda audience: fetch(audience, environ)

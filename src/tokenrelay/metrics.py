@@ -1,0 +1,220 @@
+"""Prometheus metrics, and the TCP server that exposes them with /healthz and /readyz.
+
+Everything lives on a ``CollectorRegistry`` the caller passes in, never the process-wide default, so
+two daemons in one process (the tests, ``tokenrelay dev``) keep their figures apart. ``Metrics`` is a
+provider ``Observer`` (exchanges and failures) and offers the other hooks the daemon wires: the OIDC
+token's expiry (``id_token``), requests for a token (``count``) and the proxy's ``ProxyMetrics``.
+
+The metrics port never serves a token: only /metrics, /healthz and /readyz are routed on it, because
+unlike the socket it is reachable from the pod network (probes need it).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.exposition import choose_encoder
+
+from . import localapi
+from ._version import __version__
+from .errors import ConfigError, TokenRelayError
+from .sts import Issued
+from .token import Token
+
+log = logging.getLogger("tokenrelay.metrics")
+
+# An exchange normally takes tens of milliseconds; --exchange-timeout defaults to 10 s.
+EXCHANGE_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+# Proxied calls include the upstream's own work, up to --proxy-timeout (60 s by default).
+PROXY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+
+class ProxyMetrics:
+    """The proxy's hook: one call per answered request and one per retry after an upstream 401."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self._requests = Counter(
+            "tokenrelay_proxy_requests",
+            "Requests answered by the proxy, by HTTP status code sent to the client.",
+            ["code"],
+            registry=registry,
+        )
+        self._duration = Histogram(
+            "tokenrelay_proxy_request_duration_seconds",
+            "Time from a proxied request's arrival to the end of its answer.",
+            buckets=PROXY_BUCKETS,
+            registry=registry,
+        )
+        self._by_code: dict[int, Counter] = {}
+        self._retries = Counter(
+            "tokenrelay_proxy_retries",
+            "Requests the proxy sent again with a refreshed token after the upstream answered 401.",
+            registry=registry,
+        )
+
+    def request(self, code: int, duration: float) -> None:
+        child = self._by_code.get(code)
+        if child is None:  # labels() takes a lock and builds a key: once per code, not per request
+            child = self._by_code[code] = self._requests.labels(code=str(code))
+        child.inc()
+        self._duration.observe(duration)
+
+    def retry(self) -> None:
+        self._retries.inc()
+
+
+class Metrics:
+    """Every tokenrelay metric, fed by the providers (as an Observer) and the daemon's hooks."""
+
+    def __init__(
+        self,
+        registry: CollectorRegistry,
+        audiences: Sequence[str] = (),
+        *,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
+        self.registry = registry
+        self._wall = wall
+        self._token_expiry = Gauge(
+            "tokenrelay_token_expiry_timestamp_seconds",
+            "Unix time at which the API token held for the audience expires.",
+            ["audience"],
+            registry=registry,
+        )
+        self._exchanges = Counter(
+            "tokenrelay_exchanges",
+            "Token exchanges, by audience and result (success or failure).",
+            ["audience", "result"],
+            registry=registry,
+        )
+        self._exchange_duration = Histogram(
+            "tokenrelay_exchange_duration_seconds",
+            "Time one exchange took, reading the OIDC token included.",
+            ["audience"],
+            buckets=EXCHANGE_BUCKETS,
+            registry=registry,
+        )
+        self._consecutive_failures = Gauge(
+            "tokenrelay_exchange_consecutive_failures",
+            "Exchanges that failed in a row for the audience; 0 after a success.",
+            ["audience"],
+            registry=registry,
+        )
+        self._id_token_expiry = Gauge(
+            "tokenrelay_id_token_expiry_timestamp_seconds",
+            "Unix time at which the OIDC token last read expires (0 when it is not a JWT).",
+            registry=registry,
+        )
+        self._clock_skew = Gauge(
+            "tokenrelay_clock_skew_seconds",
+            "The token service's clock (its Date header, 1 s resolution) minus this host's.",
+            registry=registry,
+        )
+        self._by_via: dict[str, Counter] = {}
+        self._token_requests = Counter(
+            "tokenrelay_token_requests",
+            "Requests for a token, by the way they came (socket, proxy, ...).",
+            ["via"],
+            registry=registry,
+        )
+        Gauge(
+            "tokenrelay_build_info", "Always 1; the version is a label.", ["version"], registry=registry
+        ).labels(version=__version__).set(1)
+        self.proxy = ProxyMetrics(registry)
+        # Zero-valued series from the start, so that rate() and absent() alerts work before the
+        # first failure ever happens.
+        for audience in audiences:
+            for result in ("success", "failure"):
+                self._exchanges.labels(audience=audience, result=result)
+            self._consecutive_failures.labels(audience=audience).set(0)
+
+    # -- Observer ---------------------------------------------------------------------------
+
+    def exchanged(self, token: Token, *, duration: float, issued: Issued) -> None:
+        audience = token.audience
+        self._exchanges.labels(audience=audience, result="success").inc()
+        self._exchange_duration.labels(audience=audience).observe(duration)
+        self._consecutive_failures.labels(audience=audience).set(0)
+        self._token_expiry.labels(audience=audience).set(token.expire_wall)
+        if issued.server_time is not None:
+            self._clock_skew.set(issued.server_time - self._wall())
+
+    def failed(self, audience: str, error: TokenRelayError, *, duration: float, consecutive: int) -> None:
+        self._exchanges.labels(audience=audience, result="failure").inc()
+        self._exchange_duration.labels(audience=audience).observe(duration)
+        self._consecutive_failures.labels(audience=audience).set(consecutive)
+
+    # -- the daemon's other hooks -------------------------------------------------------------
+
+    def id_token(self, expiry: float | None) -> None:
+        """``Exchanger.on_id_token``: the OIDC token just read expires at ``expiry``."""
+        self._id_token_expiry.set(expiry if expiry is not None else 0)
+
+    def count(self, via: str) -> None:
+        """``localapi`` COUNT: someone asked for a token through ``via``."""
+        child = self._by_via.get(via)
+        if child is None:  # on the request path: resolve the labelled child once per ``via``
+            child = self._by_via[via] = self._token_requests.labels(via=via)
+        child.inc()
+
+
+METRICS_REGISTRY: web.AppKey[CollectorRegistry] = web.AppKey("metrics_registry")
+
+
+async def serve_metrics(request: web.Request) -> web.Response:
+    encode, content_type = choose_encoder(request.headers.get("Accept", ""))
+    body = encode(request.app[METRICS_REGISTRY])
+    # content_type carries its own charset parameter, which web.Response's content_type= refuses
+    return web.Response(body=body, headers={"Content-Type": content_type, "Cache-Control": "no-store"})
+
+
+def create_app(registry: CollectorRegistry, ready: Callable[[], str | None]) -> web.Application:
+    """/metrics, /healthz and /readyz; deliberately no /v1/token."""
+    app = web.Application()
+    app[METRICS_REGISTRY] = registry
+    app[localapi.READY] = ready
+    app.router.add_get("/metrics", serve_metrics)
+    localapi.health_routes(app)
+    return app
+
+
+class MetricsServer:
+    """The daemon Component serving ``create_app`` on --metrics-listen."""
+
+    def __init__(
+        self,
+        listen: tuple[str, int],
+        registry: CollectorRegistry,
+        ready: Callable[[], str | None],
+        *,
+        shutdown_grace: float = 10.0,
+    ) -> None:
+        self._host, self._port = listen
+        self._runner = web.AppRunner(
+            create_app(registry, ready),
+            access_log=None,
+            handle_signals=False,
+            shutdown_timeout=shutdown_grace,
+        )
+        self.port: int | None = None  # the bound port, once started (useful with port 0)
+
+    async def start(self) -> None:
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self._host, self._port)
+        try:
+            await site.start()
+        except OSError as exc:
+            await self._runner.cleanup()
+            raise ConfigError(
+                f"--metrics-listen (env TOKENRELAY_METRICS_LISTEN): cannot listen on "
+                f"{self._host}:{self._port}: {exc.strerror or exc}"
+            ) from None
+        self.port = int(self._runner.addresses[0][1])
+        log.info("metrics serving", extra={"listen": f"{self._host}:{self.port}"})
+
+    async def stop(self) -> None:
+        await self._runner.cleanup()

@@ -1,0 +1,56 @@
+"""``tokenrelay run --once``: one exchange per audience, the --token-file sinks written, then exit.
+
+For init containers and CI steps. The exit status is the whole answer: 0 when every audience got a
+token and every file was written, 1 otherwise, with one line on stderr saying why.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+from collections.abc import Sequence
+from typing import TextIO
+
+from .errors import TokenRelayError
+from .provider import TokenProviders
+from .sinks import FileSink
+from .token import Token
+
+log = logging.getLogger("tokenrelay.once")
+
+PREFIX = "tokenrelay run --once"
+
+
+async def run(providers: TokenProviders, sinks: Sequence[FileSink], stderr: TextIO | None = None) -> int:
+    """Exchange every audience once and write the sinks; the process exit status."""
+    out = stderr or sys.stderr
+    # Not fetch_all(): it returns at the first failure while the other exchanges still run, and
+    # their log lines would then follow the one line that is meant to be the last word.
+    results = await asyncio.gather(
+        *(providers.get(audience) for audience in providers.audiences), return_exceptions=True
+    )
+    tokens: list[Token] = []
+    for result in results:
+        if isinstance(result, TokenRelayError):
+            print(f"{PREFIX}: {result.message}", file=out)
+            return 1
+        if isinstance(result, BaseException):
+            raise result
+        tokens.append(result)
+    by_audience = {token.audience: token for token in tokens}
+    for sink in sinks:
+        try:
+            sink.write(by_audience[sink.audience])
+        except TokenRelayError as exc:
+            print(f"{PREFIX}: {exc.message}", file=out)
+            return 1
+    log.info(
+        "once: done",
+        extra={
+            "audiences": [t.audience for t in tokens],
+            "expireTimes": [t.expire_time for t in tokens],
+            "files": [str(sink.path) for sink in sinks],
+        },
+    )
+    return 0

@@ -1,0 +1,306 @@
+"""When tokens are exchanged: schedule, jitter, single flight, failures and recovery."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+import pytest
+from aiohttp import web
+
+from tokenrelay import aip193
+from tokenrelay.errors import TokenUnavailable
+from tokenrelay.provider import TokenProvider
+from tokenrelay.sts import Issued
+from tokenrelay.testing import FakeClock, jti, make_jwt, refusal
+from tokenrelay.token import TokenState
+
+from .conftest import API, Harness
+
+
+async def test_first_get_exchanges_and_later_gets_reuse(harness: Harness) -> None:
+    """The first caller triggers an exchange; later callers get the same token with no new call."""
+    provider = harness.provider()
+    first = await provider.get()
+    again = await provider.get()
+    assert jti(first.value) == "t1" and again is first
+    assert harness.service.calls == 1
+
+
+async def test_lifetime_comes_from_the_token_not_an_assumed_hour(harness: Harness) -> None:
+    """A 20-minute token is scheduled as 20 minutes: refresh near 10, expiry at 20."""
+    harness.service.lifetime = 1200
+    token = await harness.provider().get()
+    assert token.lifetime == pytest.approx(1200, abs=1)
+    assert 0.45 * 1200 <= token.refresh_at - token.received_at <= 0.55 * 1200
+
+
+@pytest.mark.parametrize("seed", range(40))
+async def test_refresh_point_is_half_life_within_ten_percent_jitter(harness: Harness, seed: int) -> None:
+    """Whatever the jitter draws, the refresh lands between 45% and 55% of the token's life."""
+    token = await harness.provider(seed=seed).get()
+    fraction = (token.refresh_at - token.received_at) / token.lifetime
+    assert 0.45 <= fraction <= 0.55
+
+
+async def test_jitter_spreads_a_fleet(harness: Harness) -> None:
+    """Providers started together do not all pick the same refresh point."""
+    points = {round((await harness.provider(seed=s).get()).refresh_at, 3) for s in range(20)}
+    assert len(points) > 15
+
+
+async def test_stale_token_is_served_at_once_while_the_refresh_runs(harness: Harness) -> None:
+    """Past the refresh point the caller gets the old token immediately; the new one follows."""
+    provider = harness.provider()
+    old = await provider.get()
+    harness.service.gate = asyncio.Event()  # hold the next exchange open
+    harness.clock.tick(old.refresh_at - harness.clock.now + 1)
+    assert old.state(harness.clock.now) is TokenState.STALE
+    served = await provider.get()
+    assert served is old
+    await _until(lambda: harness.service.calls == 2)
+    harness.service.gate.set()
+    await _until(lambda: provider.token is not old)
+    assert jti((await provider.get()).value) == "t2"
+
+
+async def test_hundred_concurrent_callers_cause_one_exchange(harness: Harness) -> None:
+    """100 callers arriving before any token exists share a single exchange."""
+    provider = harness.provider()
+    harness.service.gate = asyncio.Event()
+    callers = [asyncio.ensure_future(provider.get()) for _ in range(100)]
+    await _until(lambda: harness.service.calls == 1)
+    harness.service.gate.set()
+    tokens = await asyncio.gather(*callers)
+    assert {jti(t.value) for t in tokens} == {"t1"}
+    assert harness.service.calls == 1
+
+
+async def test_a_caller_that_gives_up_does_not_cancel_the_exchange(harness: Harness) -> None:
+    """Cancelling one waiting caller leaves the shared exchange running for the others."""
+    provider = harness.provider()
+    harness.service.gate = asyncio.Event()
+    quitter = asyncio.ensure_future(provider.get())
+    stayer = asyncio.ensure_future(provider.get())
+    await _until(lambda: harness.service.calls == 1)
+    quitter.cancel()
+    harness.service.gate.set()
+    assert jti((await stayer).value) == "t1"
+    assert harness.service.calls == 1
+
+
+async def test_outage_keeps_old_token_then_503_then_recovers(harness: Harness) -> None:
+    """Token service down: the old token is served until it expires, then a clear error, then recovery."""
+    provider = harness.provider()
+    run = asyncio.ensure_future(provider.run())
+    try:
+        old = await provider.get()
+
+        async def down(request: web.Request) -> web.StreamResponse:
+            return refusal(aip193.Code.UNAVAILABLE, "maintenance window", 503, "BACKEND_DOWN")
+
+        harness.service.behaviour = down
+        await harness.clock.advance(old.lifetime * 0.9, step=5)  # well past the refresh point
+        assert harness.attempts > 2  # it kept trying...
+        assert (await provider.get()) is old  # ...and kept serving the old token
+        await harness.clock.advance(old.lifetime * 0.1, step=5)  # now it has expired
+        with pytest.raises(TokenUnavailable, match="maintenance window"):
+            await provider.get()
+        harness.service.behaviour = None
+        await harness.clock.advance(31, step=1)  # beyond the longest backoff
+        fresh = await provider.get()
+        assert fresh.value != old.value and fresh.state(harness.clock.now) is TokenState.FRESH
+    finally:
+        run.cancel()
+
+
+async def test_retries_back_off_within_the_cap(harness: Harness) -> None:
+    """Failing exchanges are retried with growing, capped delays: no hammering, no giving up."""
+    provider = harness.provider()
+
+    async def down(request: web.Request) -> web.StreamResponse:
+        return refusal(aip193.Code.UNAVAILABLE, "down", 503)
+
+    harness.service.behaviour = down
+    run = asyncio.ensure_future(provider.run())
+    try:
+        await harness.clock.advance(600, step=0.5)
+    finally:
+        run.cancel()
+    # Full jitter, 1 s base, 30 s cap: at least 600/30 attempts, far fewer than one per second.
+    assert 20 <= harness.attempts <= 200
+
+
+async def test_retry_after_is_honoured(harness: Harness) -> None:
+    """A Retry-After from the token service holds the next attempt back at least that long."""
+    provider = harness.provider()
+
+    async def busy(request: web.Request) -> web.StreamResponse:
+        response = refusal(aip193.Code.RESOURCE_EXHAUSTED, "slow down", 429)
+        response.headers["Retry-After"] = "120"
+        return response
+
+    harness.service.behaviour = busy
+    run = asyncio.ensure_future(provider.run())
+    try:
+        await _until(lambda: provider.status().consecutive_failures == 1)
+        await harness.clock.advance(119, step=1)
+        assert harness.attempts == 1
+        await harness.clock.advance(2, step=1)
+        assert harness.attempts == 2
+    finally:
+        run.cancel()
+
+
+async def test_refusal_reads_as_the_services_own_words(harness: Harness) -> None:
+    """A 403 with an AIP-193 body surfaces its message and reason, not just "HTTP 403"."""
+
+    async def mismatch(request: web.Request) -> web.StreamResponse:
+        return refusal(
+            aip193.Code.PERMISSION_DENIED,
+            "identity org/ci does not match the token's subject",
+            403,
+            "CLAIM_MISMATCH",
+        )
+
+    harness.service.behaviour = mismatch
+    with pytest.raises(TokenUnavailable) as caught:
+        await harness.provider().get()
+    message = str(caught.value)
+    assert "does not match the token's subject" in message
+    assert "CLAIM_MISMATCH" in message and "PERMISSION_DENIED" in message
+
+
+async def test_wall_clock_jumps_do_not_move_the_refresh(harness: Harness) -> None:
+    """An hour's jump of the wall clock, either way, leaves the monotonic schedule alone."""
+    provider = harness.provider()
+    run = asyncio.ensure_future(provider.run())
+    try:
+        token = await provider.get()
+        harness.clock.jump_wall(3600)
+        await harness.clock.advance(token.refresh_at - harness.clock.now - 5, step=30)
+        assert harness.attempts == 1  # not refreshed early
+        harness.clock.jump_wall(-7200)
+        await harness.clock.advance(10, step=1)
+        assert harness.attempts == 2  # refreshed on time
+    finally:
+        run.cancel()
+
+
+async def test_skewed_issuer_clock_does_not_change_the_lifetime(harness: Harness) -> None:
+    """A token service whose clock is 10 minutes off still yields a one-hour schedule."""
+    clock = FakeClock()
+
+    async def skewed(audience: str) -> Issued:
+        issuer_now = clock.wall() + 600
+        return Issued(make_jwt({"iat": issuer_now, "exp": issuer_now + 3600}), None, issuer_now)
+
+    token = await TokenProvider(API, skewed, clock=clock, wall=clock.wall, sleep=clock.sleep).get()
+    assert token.lifetime == pytest.approx(3600)
+
+
+async def test_expiry_field_is_used_for_opaque_tokens() -> None:
+    """A token that is not a JWT takes its life from the response's `expiry`."""
+    clock = FakeClock()
+
+    async def opaque(audience: str) -> Issued:
+        return Issued("opaque-token-value", expiry=clock.wall() + 900)
+
+    token = await TokenProvider(API, opaque, clock=clock, wall=clock.wall, sleep=clock.sleep).get()
+    assert token.lifetime == pytest.approx(900)
+
+
+async def test_opaque_token_without_expiry_lives_one_hour() -> None:
+    """With nothing to go on, the documented one-hour lifetime applies."""
+    clock = FakeClock()
+
+    async def opaque(audience: str) -> Issued:
+        return Issued("opaque-token-value")
+
+    token = await TokenProvider(API, opaque, clock=clock, wall=clock.wall, sleep=clock.sleep).get()
+    assert token.lifetime == 3600
+
+
+async def test_already_expired_token_is_refused_and_old_one_kept(harness: Harness) -> None:
+    """A 200 carrying an expired token is an error; the token we hold stays in service."""
+    provider = harness.provider()
+    old = await provider.get()
+
+    async def expired(request: web.Request) -> web.StreamResponse:
+        now = harness.clock.wall()
+        return web.json_response({"token": harness.service.mint(API, lifetime=60, iat=now - 3600)})
+
+    harness.service.behaviour = expired
+    provider.refresh_now()
+    await _until(lambda: provider.status().error is not None)
+    assert "too short-lived" in (provider.status().error or "")
+    assert (await provider.get()) is old
+
+
+async def test_reject_refreshes_once_for_everyone(harness: Harness) -> None:
+    """Many callers reporting the same rejected token cause one refresh and all get the new token."""
+    provider = harness.provider()
+    old = await provider.get()
+    harness.service.gate = asyncio.Event()
+    rejections = [asyncio.ensure_future(provider.reject(old)) for _ in range(20)]
+    await _until(lambda: harness.service.calls == 2)
+    harness.service.gate.set()
+    fresh = await asyncio.gather(*rejections)
+    assert {jti(t.value) for t in fresh} == {"t2"}
+    late = await provider.reject(old)  # a caller that saw the old token fail only now
+    assert jti(late.value) == "t2" and harness.service.calls == 2
+
+
+async def test_rejections_during_an_outage_respect_the_backoff(harness: Harness) -> None:
+    """A flood of 401s while the token service is down causes one exchange, not one per 401."""
+    provider = harness.provider()
+    old = await provider.get()
+
+    async def down(request: web.Request) -> web.StreamResponse:
+        return refusal(aip193.Code.UNAVAILABLE, "down", 503)
+
+    harness.service.behaviour = down
+    with pytest.raises(TokenUnavailable, match="down"):
+        await provider.reject(old)
+    for _ in range(50):
+        with pytest.raises(TokenUnavailable, match="next attempt in"):
+            await provider.reject(old)
+    assert harness.attempts == 2  # the first token, and the one forced refresh
+
+
+async def test_first_start_with_service_down_fails_fast_with_reason(harness: Harness) -> None:
+    """With no token and a failed attempt, callers get the reason at once, not a long hang."""
+
+    async def down(request: web.Request) -> web.StreamResponse:
+        return refusal(aip193.Code.UNAVAILABLE, "token service is starting", 503)
+
+    harness.service.behaviour = down
+    provider = harness.provider()
+    with pytest.raises(TokenUnavailable, match="token service is starting"):
+        await provider.get()
+    with pytest.raises(TokenUnavailable, match="next attempt in"):
+        await provider.get()  # inside the backoff window: answered from the last error
+    assert harness.service.calls == 1
+
+
+async def test_jitter_draws_are_reproducible() -> None:
+    """The same seed gives the same schedule (tests and the herd bench rely on it)."""
+    clock = FakeClock()
+
+    async def fetch(audience: str) -> Issued:
+        return Issued(make_jwt({"iat": clock.wall(), "exp": clock.wall() + 3600}))
+
+    def build(seed: int) -> TokenProvider:
+        return TokenProvider(API, fetch, clock=clock, wall=clock.wall, rng=random.Random(seed))
+
+    assert (await build(7).get()).refresh_at == (await build(7).get()).refresh_at
+
+
+async def _until(condition: object, limit: int = 2000) -> None:
+    """Let the event loop run until ``condition()`` holds (bounded by iterations, not time)."""
+    assert callable(condition)
+    for _ in range(limit):
+        if condition():
+            return
+        await asyncio.sleep(0.001)
+    raise AssertionError("condition never held")

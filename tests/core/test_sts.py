@@ -1,0 +1,136 @@
+"""The exchange on the wire: exactly what the upstream document says, and safe when it goes wrong."""
+
+from __future__ import annotations
+
+import asyncio
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from tokenrelay import sts
+from tokenrelay.errors import ExchangeError, ExchangeTimeout
+from tokenrelay.testing import make_jwt
+
+from .conftest import API, Harness
+
+
+async def test_request_matches_the_published_api(harness: Harness) -> None:
+    """GET {auth_url}/sts/exchange?aud=&identity= with the OIDC token as bearer."""
+    issued = await harness.fetch(API)
+    assert issued.token == harness.service.issued[0]
+    assert harness.service.seen_queries == [{"aud": API, "identity": "org/ci"}]
+    assert harness.service.seen_id_tokens == [harness.id_token]
+
+
+async def _serve(aiohttp_server: object, handler: object) -> str:
+    app = web.Application()
+    app.router.add_route("*", "/sts/exchange", handler)  # type: ignore[arg-type]
+    app.router.add_route("*", "/elsewhere", handler)  # type: ignore[arg-type]
+    server = await aiohttp_server(app)  # type: ignore[operator]
+    return str(server.make_url("")).rstrip("/")
+
+
+async def _exchange(url: str, timeout: float = 2.0) -> sts.Issued:
+    async with aiohttp.ClientSession() as session:
+        return await sts.exchange(session, url, API, "org/ci", "oidc-token-value", timeout=timeout)
+
+
+async def test_redirect_is_not_followed(aiohttp_server: object) -> None:
+    """A 302 from the token service is reported, and the OIDC token does not follow it."""
+    hits: list[str] = []
+
+    async def handler(request: web.Request) -> web.Response:
+        hits.append(request.path)
+        raise web.HTTPFound("/elsewhere")
+
+    url = await _serve(aiohttp_server, handler)
+    with pytest.raises(ExchangeError, match="redirect.*not followed"):
+        await _exchange(url)
+    assert hits == ["/sts/exchange"]
+
+
+async def test_oversized_answer_is_refused(aiohttp_server: object) -> None:
+    """An answer over 1 MiB is cut off with an error instead of being read into memory."""
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse()
+        await response.prepare(request)
+        for _ in range(20):
+            await response.write(b"x" * 65536)
+        return response
+
+    with pytest.raises(ExchangeError, match="1 MiB"):
+        await _exchange(await _serve(aiohttp_server, handler))
+
+
+async def test_garbage_answer_is_a_clear_error(aiohttp_server: object) -> None:
+    """200 with a body that is not JSON says so."""
+
+    async def handler(request: web.Request) -> web.Response:
+        return web.Response(text="<html>proxy login</html>")
+
+    with pytest.raises(ExchangeError, match="not JSON"):
+        await _exchange(await _serve(aiohttp_server, handler))
+
+
+async def test_answer_without_token_is_a_clear_error(aiohttp_server: object) -> None:
+    """200 JSON without a token string says what was missing."""
+
+    async def handler(request: web.Request) -> web.Response:
+        return web.json_response({"access_token": "x"})
+
+    with pytest.raises(ExchangeError, match='without a "token"'):
+        await _exchange(await _serve(aiohttp_server, handler))
+
+
+async def test_unknown_fields_are_ignored_and_expiry_used(aiohttp_server: object) -> None:
+    """Extra fields do no harm; an ISO 8601 `expiry` is read."""
+
+    async def handler(request: web.Request) -> web.Response:
+        return web.json_response(
+            {"token": make_jwt({}), "expiry": "2030-01-01T00:00:00.000Z", "tokenType": "Bearer"}
+        )
+
+    issued = await _exchange(await _serve(aiohttp_server, handler))
+    assert issued.expiry == 1893456000.0
+
+
+async def test_hanging_service_times_out(aiohttp_server: object) -> None:
+    """A token service that never answers produces a timeout naming the flag to tune."""
+
+    async def handler(request: web.Request) -> web.Response:
+        await asyncio.sleep(30)
+        return web.json_response({})
+
+    with pytest.raises(ExchangeTimeout, match="--exchange-timeout"):
+        await _exchange(await _serve(aiohttp_server, handler), timeout=0.3)
+
+
+async def test_unreachable_service_is_reported(unused_tcp_port: int) -> None:
+    """Nothing listening: the error names the address it tried."""
+    with pytest.raises(ExchangeError, match="cannot reach the token service"):
+        await _exchange(f"http://127.0.0.1:{unused_tcp_port}")
+
+
+async def test_refusal_without_aip193_body_reports_the_status(aiohttp_server: object) -> None:
+    """A bare 502 from a load balancer is still an understandable, retryable error."""
+
+    async def handler(request: web.Request) -> web.Response:
+        return web.Response(status=502, text="Bad Gateway")
+
+    with pytest.raises(ExchangeError, match="HTTP 502") as caught:
+        await _exchange(await _serve(aiohttp_server, handler))
+    assert caught.value.retryable
+
+
+async def test_upstream_message_is_scrubbed(aiohttp_server: object) -> None:
+    """A token service that echoes the bearer in its error message does not get it into ours."""
+    secret = make_jwt({"sub": "leak"})
+
+    async def handler(request: web.Request) -> web.Response:
+        return web.json_response({"code": 16, "message": f"bad token {secret}", "details": []}, status=401)
+
+    with pytest.raises(ExchangeError) as caught:
+        await _exchange(await _serve(aiohttp_server, handler))
+    assert secret not in str(caught.value) and "[secure]" in str(caught.value)

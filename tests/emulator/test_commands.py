@@ -1,0 +1,132 @@
+"""The installed commands as a user runs them: ``tokenrelay emulate``, ``emulate mint`` and ``dev``."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import aiohttp
+import jwt
+import pytest
+
+BIN = Path(sys.executable).parent
+TOKENRELAY = str(BIN / "tokenrelay")
+DEADLINE = 20.0
+
+pytestmark = pytest.mark.e2e
+
+
+def is_symlink(path: str) -> bool:
+    return Path(path).is_symlink()
+
+
+@asynccontextmanager
+async def running(
+    *args: str, until: str
+) -> AsyncIterator[tuple[asyncio.subprocess.Process, dict[str, list[str]]]]:
+    """Start a command, read its ``name: value`` lines up to the one named ``until``; stop it at the end."""
+    process = await asyncio.create_subprocess_exec(
+        TOKENRELAY, *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL
+    )
+    assert process.stdout is not None
+    lines: dict[str, list[str]] = {}
+    try:
+        async with asyncio.timeout(DEADLINE):
+            while until not in lines:
+                raw = await process.stdout.readline()
+                assert raw, f"{args[0]} exited early with {await process.wait()}"
+                name, _, value = raw.decode().strip().partition(": ")
+                lines.setdefault(name, []).append(value)
+        yield process, lines
+    finally:
+        if process.returncode is None:
+            process.send_signal(signal.SIGTERM)
+            async with asyncio.timeout(DEADLINE):
+                await process.wait()
+
+
+async def test_emulate_seed_mint_exchange_and_list(http: aiohttp.ClientSession) -> None:
+    """emulate --seed, then emulate mint for the seed owner, an exchange, and a list of the seed's groups."""
+    async with running("emulate", "--listen", "127.0.0.1:0", "--seed", until="try") as (process, found):
+        lines = {name: values[0] for name, values in found.items()}
+        url = lines["emulator"]
+        owner_uid = lines["seed owner identity"].split()[0]
+        mint = await asyncio.create_subprocess_exec(
+            TOKENRELAY, "emulate", "mint", "--url", url, "--sub", "seed-owner", stdout=asyncio.subprocess.PIPE
+        )
+        out, _ = await mint.communicate()
+        assert mint.returncode == 0
+        oidc = out.decode().strip()
+        assert jwt.decode(oidc, options={"verify_signature": False})["iss"] == url
+        headers = {"Authorization": f"Bearer {oidc}"}
+        async with http.post(
+            url + "/sts/exchange", data={"aud": url, "identity": owner_uid}, headers=headers
+        ) as r:
+            assert r.status == 200
+            token = (await r.json())["token"]
+        async with http.get(
+            url + "/iam/v2beta1/groups", params={"name": "acme"}, headers={"Authorization": f"Bearer {token}"}
+        ) as r:
+            body = await r.json()
+        assert [g["uid"] for g in body["groups"]] == [lines["seed organization"]]
+    assert process.returncode == 0
+
+
+async def test_mint_without_an_emulator_says_what_to_do() -> None:
+    """emulate mint against a port where nothing listens exits non-zero with a hint, no traceback."""
+    mint = await asyncio.create_subprocess_exec(
+        TOKENRELAY,
+        "emulate",
+        "mint",
+        "--url",
+        "http://127.0.0.1:9",
+        "--sub",
+        "x",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await mint.communicate()
+    assert mint.returncode != 0
+    assert out == b""
+    assert b"tokenrelay emulate" in err
+    assert b"Traceback" not in err
+
+
+async def test_dev_runs_the_whole_thing() -> None:
+    """tokenrelay dev prints its socket; tokenrelay token there gives a token for the printed identity."""
+    async with running("dev", "--proxy-listen", "127.0.0.1:0", until="ready") as (process, found):
+        lines = {name: values[0] for name, values in found.items()}
+        socket_path = lines["socket"]
+        workdir = Path(socket_path).parent
+        token_cmd = await asyncio.create_subprocess_exec(
+            TOKENRELAY, "token", "--socket", socket_path, stdout=asyncio.subprocess.PIPE
+        )
+        out, _ = await token_cmd.communicate()
+        assert token_cmd.returncode == 0
+        claims = jwt.decode(out.decode().strip(), options={"verify_signature": False})
+        assert claims["sub"] == lines["identity"]
+        assert claims["aud"] == lines["api_url"]
+        assert claims["iss"] == lines["auth_url"] + "/sts"
+        assert claims["exp"] - claims["iat"] == 3600
+        assert lines["identity"].startswith(lines["organization"] + "/")
+        assert is_symlink(lines["id_token_file"])
+        tries = " ".join(found["try"])
+        assert f"curl {lines['proxy']}/iam/v2beta1/groups" in tries
+        assert f"TOKENRELAY_SOCKET={socket_path} tokenrelay token" in tries
+        assert "docker-credential-tokenrelay get" in tries
+        process.send_signal(signal.SIGINT)
+        async with asyncio.timeout(DEADLINE):
+            assert await process.wait() == 0
+    assert not workdir.exists()
+
+
+def test_dev_help_lists_proxy_listen() -> None:
+    """tokenrelay dev --help documents --proxy-listen."""
+    import subprocess
+
+    result = subprocess.run([TOKENRELAY, "dev", "--help"], capture_output=True, text=True, check=True)
+    assert "--proxy-listen" in result.stdout

@@ -1,0 +1,176 @@
+"""deploy/: every kustomize overlay renders, passes the Kubernetes schemas and the restricted profile."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import yaml
+
+from tokenrelay.config import parse_args
+
+from .conftest import REPO
+
+DEPLOY = REPO / "deploy"
+OVERLAYS = ["base", "overlays/proxy", "overlays/job"]
+K8S_VERSION = "1.30.0"  # the oldest release we document: native sidecars on by default since 1.29
+
+
+def render(overlay: str) -> list[dict[str, Any]]:
+    """``kubectl kustomize`` of ``deploy/<overlay>``."""
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        if os.environ.get("CI"):
+            pytest.fail("kubectl is not installed, and CI is set")
+        pytest.skip("kubectl is not installed")
+    out = subprocess.run(
+        [kubectl, "kustomize", str(DEPLOY / overlay)], check=True, capture_output=True, text=True
+    ).stdout
+    return [doc for doc in yaml.safe_load_all(out) if doc]
+
+
+def pod_spec(doc: dict[str, Any]) -> dict[str, Any] | None:
+    if doc["kind"] in ("Deployment", "Job"):
+        spec: dict[str, Any] = doc["spec"]["template"]["spec"]
+        return spec
+    return None
+
+
+def containers(spec: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield from spec.get("initContainers", [])
+    yield from spec["containers"]
+
+
+def sidecar(spec: dict[str, Any]) -> dict[str, Any]:
+    relay: dict[str, Any] = next(c for c in spec["initContainers"] if c["name"] == "tokenrelay")
+    return relay
+
+
+@pytest.fixture(scope="module")
+def rendered() -> dict[str, list[dict[str, Any]]]:
+    return {overlay: render(overlay) for overlay in OVERLAYS}
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_overlay_passes_the_kubernetes_schemas(
+    overlay: str, rendered: dict[str, list[dict[str, Any]]]
+) -> None:
+    """Every rendered object validates offline against the Kubernetes OpenAPI schemas (strict)."""
+    import kubernetes_validate
+
+    docs = rendered[overlay]
+    assert docs
+    for doc in docs:
+        kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_pods_meet_the_restricted_profile(overlay: str, rendered: dict[str, list[dict[str, Any]]]) -> None:
+    """Every container runs non-root, read-only, without privilege escalation or capabilities, seccomp on."""
+    specs = [s for doc in rendered[overlay] if (s := pod_spec(doc)) is not None]
+    assert len(specs) == 1
+    for spec in specs:
+        pod_sc = spec["securityContext"]
+        assert pod_sc["runAsNonRoot"] is True
+        assert pod_sc["runAsUser"] != 0
+        assert pod_sc["seccompProfile"]["type"] == "RuntimeDefault"
+        assert spec["automountServiceAccountToken"] is False
+        for volume in spec["volumes"]:
+            assert set(volume) - {"name"} <= {"projected", "emptyDir", "configMap", "secret"}
+        for container in containers(spec):
+            sc = container["securityContext"]
+            assert sc["runAsNonRoot"] is True, container["name"]
+            assert sc["readOnlyRootFilesystem"] is True, container["name"]
+            assert sc["allowPrivilegeEscalation"] is False, container["name"]
+            assert sc["capabilities"] == {"drop": ["ALL"]}, container["name"]
+            assert sc["seccompProfile"]["type"] == "RuntimeDefault", container["name"]
+            assert container["resources"]["requests"]
+            assert container["resources"]["limits"]
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_tokenrelay_is_a_native_sidecar_gating_the_app(
+    overlay: str, rendered: dict[str, list[dict[str, Any]]]
+) -> None:
+    """tokenrelay is an init container with restartPolicy Always, started-up on /readyz, alive on /healthz."""
+    (spec,) = [s for doc in rendered[overlay] if (s := pod_spec(doc)) is not None]
+    relay = sidecar(spec)
+    assert relay["restartPolicy"] == "Always"
+    assert relay["image"] == "ghcr.io/example/tokenrelay:0.1.0"
+    assert relay["startupProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+    assert relay["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+    assert relay["ports"][0]["containerPort"] == 9090
+    mounts = {m["name"]: m["mountPath"] for m in relay["volumeMounts"]}
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    projected = volumes["oidc-token"]["projected"]["sources"][0]["serviceAccountToken"]
+    assert projected["expirationSeconds"] == 600
+    assert projected["audience"] == "https://auth.example.com"
+    assert f"{mounts['oidc-token']}/{projected['path']}" == "/var/run/secrets/tokens/oidc-token"
+    assert "emptyDir" in volumes["tokenrelay-socket"]
+    app_mounts = {m["name"]: m["mountPath"] for c in spec["containers"] for m in c["volumeMounts"]}
+    assert app_mounts["tokenrelay-socket"] == mounts["tokenrelay-socket"] == "/var/run/tokenrelay"
+
+
+def test_configmap_is_a_config_tokenrelay_accepts(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    """The base's config.toml loads with tokenrelay's own parser and matches the pod's mounts and probes."""
+    (configmap,) = [d for d in rendered["base"] if d["kind"] == "ConfigMap"]
+    settings = parse_args(["--config", str(DEPLOY / "base" / "config.toml")], {})
+    assert configmap["data"]["config.toml"] == (DEPLOY / "base" / "config.toml").read_text()
+    assert settings.metrics_listen == ("0.0.0.0", 9090)
+    assert settings.socket == "/var/run/tokenrelay/tokenrelay.sock"
+    assert settings.id_token_file == "/var/run/secrets/tokens/oidc-token"
+
+
+def test_proxy_overlay_turns_the_proxy_on(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    """The proxy overlay adds --proxy-listen on loopback and points the app at it."""
+    (spec,) = [s for doc in rendered["overlays/proxy"] if (s := pod_spec(doc)) is not None]
+    assert "--proxy-listen=127.0.0.1:8080" in sidecar(spec)["args"]
+    env = {e["name"]: e["value"] for e in spec["containers"][0]["env"]}
+    assert env["API_URL"] == "http://127.0.0.1:8080"
+
+
+def test_job_overlay_is_a_job_only(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    """The job overlay yields a Job (no Deployment) whose pod never restarts its main container."""
+    kinds = sorted(d["kind"] for d in rendered["overlays/job"])
+    assert kinds == ["ConfigMap", "Job", "ServiceAccount"]
+    (job,) = [d for d in rendered["overlays/job"] if d["kind"] == "Job"]
+    assert job["spec"]["template"]["spec"]["restartPolicy"] == "Never"
+    configmap = next(d for d in rendered["overlays/job"] if d["kind"] == "ConfigMap")
+    volumes = {v["name"]: v for v in job["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["tokenrelay-config"]["configMap"]["name"] == configmap["metadata"]["name"]
+
+
+def test_kubelet_credential_provider_config() -> None:
+    """The kubelet example runs `tokenrelay kubelet-credential-provider` with per-service-account caching."""
+    config = yaml.safe_load((DEPLOY / "kubelet" / "credential-provider-config.yaml").read_text())
+    assert config["apiVersion"] == "kubelet.config.k8s.io/v1"
+    assert config["kind"] == "CredentialProviderConfig"
+    (provider,) = config["providers"]
+    assert provider["name"] == "tokenrelay"
+    assert provider["args"] == ["kubelet-credential-provider"]
+    assert provider["apiVersion"] == "credentialprovider.kubelet.k8s.io/v1"
+    assert provider["matchImages"]
+    assert provider["defaultCacheDuration"]
+    attributes = provider["tokenAttributes"]
+    assert attributes["serviceAccountTokenAudience"] == "https://auth.example.com"
+    assert attributes["cacheType"] == "ServiceAccount"
+    assert attributes["requireServiceAccount"] is True
+
+
+def test_github_actions_example_uses_once() -> None:
+    """The workflow example grants id-token: write and runs --once with the github-actions source."""
+    workflow = yaml.safe_load((DEPLOY / "github-actions" / "workflow.yaml").read_text())
+    assert workflow["permissions"]["id-token"] == "write"
+    runs = " ".join(step.get("run", "") for job in workflow["jobs"].values() for step in job["steps"])
+    assert "tokenrelay run --once" in runs
+    assert "--id-token-source github-actions" in runs
+    assert "--token-file" in runs
+    args = ["--once", "--id-token-source", "github-actions", "--token-file", "/tmp/t"]
+    env = next(iter(workflow["jobs"].values()))["env"]
+    settings = parse_args(args, env)
+    assert settings.once
+    assert settings.token_files == (("/tmp/t", "https://api.example.com"),)

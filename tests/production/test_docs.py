@@ -1,0 +1,79 @@
+"""docs/operations.md stays true to the code: options, metrics and error messages."""
+
+from __future__ import annotations
+
+import argparse
+import re
+
+from prometheus_client import CollectorRegistry
+
+from tokenrelay import config, docgen
+from tokenrelay.metrics import Metrics
+
+from .conftest import REPO
+
+DOC = REPO / "docs" / "operations.md"
+SRC = REPO / "src" / "tokenrelay"
+
+
+def test_config_reference_is_up_to_date() -> None:
+    """The generated configuration reference in the doc is exactly what the option table gives today."""
+    assert docgen.main(["--check", str(DOC)]) == 0, (
+        "run: python -m tokenrelay.docgen --write docs/operations.md"
+    )
+
+
+def test_every_run_flag_and_variable_is_documented() -> None:
+    """Every flag `tokenrelay run` accepts, with its variable and TOML key, has a row in the reference."""
+    parser = argparse.ArgumentParser()
+    config.add_arguments(parser)
+    flags = {s for action in parser._actions for s in action.option_strings if s.startswith("--")}
+    flags.discard("--help")
+    text = DOC.read_text()
+    section = text[text.index(docgen.BEGIN) : text.index(docgen.END)]
+    rows = [line for line in section.splitlines() if line.startswith("| `--")]
+    documented = {row.split("`")[1].split()[0] for row in rows}
+    assert documented == flags
+    for option in config.OPTIONS:
+        assert f"`{option.env}` | `{option.name}`" in section
+
+
+def test_every_metric_is_documented() -> None:
+    """Each metric tokenrelay exports has a row in the metrics table."""
+    registry = CollectorRegistry()
+    Metrics(registry, ["https://api.example.test"])
+    text = DOC.read_text()
+    names = set()
+    for family in registry.collect():
+        name = family.name + ("_total" if family.type == "counter" else "")
+        names.add(name)
+        assert f"| `{name}` |" in text, name
+    assert "tokenrelay_proxy_retries_total" in names
+
+
+def _source_text() -> str:
+    """All of tokenrelay's sources, with implicitly concatenated string literals joined."""
+    text = "\n".join(path.read_text() for path in sorted(SRC.rglob("*.py")))
+    text = re.sub(r"\"\s*\n\s*f?\"", "", text)
+    # the two constants that messages interpolate
+    return text.replace("{ENV_PREFIX}", config.ENV_PREFIX).replace(
+        "{_WHERE}", "--socket (env TOKENRELAY_SOCKET)"
+    )
+
+
+def test_troubleshooting_messages_exist_in_the_code() -> None:
+    """Every message quoted in the troubleshooting table is still one tokenrelay prints."""
+    text = DOC.read_text()
+    table = text[text.index("## Troubleshooting") :]
+    source = _source_text()
+    missing = []
+    rows = [line for line in table.splitlines() if line.startswith("| `")]
+    assert len(rows) > 40
+    for row in rows:
+        first_cell = row.split(" | ")[0]
+        for quoted in re.findall(r"`([^`]+)`", first_cell):
+            for fragment in quoted.split("…"):
+                fragment = fragment.strip(" :;,()/")
+                if len(fragment) >= 6 and fragment not in source:
+                    missing.append(fragment)
+    assert missing == []
