@@ -23,8 +23,11 @@ class Backoff:
     def ceiling(self, failures: int) -> float:
         return min(self.cap, self.base * 2.0 ** max(0, min(failures - 1, 30)))
 
-    def delay(self, failures: int, rng: random.Random, retry_after: float | None = None) -> float:
-        delay = rng.uniform(0.0, self.ceiling(failures))
+    def delay(
+        self, failures: int, rng: random.Random, retry_after: float | None = None, window: float = 0.0
+    ) -> float:
+        """Full jitter over [0, ceiling], or over [0, window] when the caller can afford to wait longer."""
+        delay = rng.uniform(0.0, max(self.ceiling(failures), window))
         if retry_after is not None and retry_after > 0:
             delay = max(delay, min(retry_after, MAX_RETRY_AFTER))
         return delay

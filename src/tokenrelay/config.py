@@ -338,7 +338,8 @@ def _read_toml(path: str) -> dict[str, Any]:
             data = tomllib.load(f)
     except FileNotFoundError:
         raise ConfigError(f"--config (env {ENV_PREFIX}CONFIG): no file at {path}") from None
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        # tomllib decodes the bytes itself: a file that is not UTF-8 raises UnicodeDecodeError
         raise ConfigError(f"--config (env {ENV_PREFIX}CONFIG): cannot read {path}: {exc}") from None
     values = {}
     for key, value in data.items():
@@ -435,7 +436,7 @@ def _to_seconds(option: Option, raw: Any) -> float:
 def _to_int(option: Option, raw: Any) -> int:
     try:
         value = int(raw)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: TOML's inf
         raise ValueError(f"{raw!r} is not a whole number") from None
     if value < 1:
         raise ValueError(f"{raw!r} must be at least 1")

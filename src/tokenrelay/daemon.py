@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Protocol
 import aiohttp
 from aiohttp import web
 
-from . import idtoken, localapi, oneshot, sinks, unixsocket
+from . import idtoken, localapi, oneshot, peercred, sinks, unixsocket
 from .config import Settings
 from .exchanger import Exchanger
 from .provider import Observer, TokenProvider, TokenProviders
@@ -61,7 +61,13 @@ class SocketServer:
         sock = unixsocket.bind(self._settings.socket, self._settings.socket_mode)
         self._inode = unixsocket.inode(self._settings.socket)
         await self._runner.setup()
-        await web.SockSite(self._runner, sock).start()
+        policy = peercred.Policy(self._settings.socket_allow_uid, self._settings.socket_allow_gid)
+        site = (
+            peercred.GuardedSockSite(self._runner, sock, policy)
+            if policy.active
+            else web.SockSite(self._runner, sock)
+        )
+        await site.start()
 
     async def stop(self) -> None:
         # Unlink first so that new clients fail fast instead of reaching a closing server.

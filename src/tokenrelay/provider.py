@@ -2,12 +2,14 @@
 
 The policy, after google-auth's credentials and botocore's refreshers:
 
-* A token is refreshed at about half its life (±10% jitter, so a fleet started together does not
-  refresh together), off the request path: callers get the current token at once while it runs.
+* A token is refreshed at 45-50% of its life (jitter, so a fleet started together does not refresh
+  together; never later than half, so half the life is always left to ride out an outage), off the
+  request path: callers get the current token at once while it runs.
 * Callers wait only when no valid token exists (first start, after expiry), and only boundedly.
 * Single flight: one exchange per audience at a time, shared by every caller through
   ``asyncio.shield`` so that a caller that gives up never cancels it.
-* A failure keeps the old token until it expires; retries follow full-jitter backoff.
+* A failure keeps the old token until it expires; retries follow full-jitter backoff, spread over
+  half the old token's remaining life while it is valid (see ``_record_failure``).
 * Everything is scheduled on the injected monotonic clock, so a wall-clock jump moves nothing.
 """
 
@@ -27,7 +29,7 @@ from .errors import TokenRelayError, TokenUnavailable, UnknownAudience
 from .jwtclaims import numeric_claim, unverified_claims
 from .sts import Issued
 from .timestamps import format_timestamp
-from .token import READY_SECONDS, Token, TokenState
+from .token import MIN_USEFUL_SECONDS, READY_SECONDS, Token, TokenState
 
 log = logging.getLogger("tokenrelay.provider")
 
@@ -35,6 +37,8 @@ DEFAULT_LIFETIME = 3600.0  # the upstream's documented lifetime, used only when 
 MIN_LIFETIME = 1.0  # a token with less life than this is refused as already expired
 REFRESH_FRACTION = 0.5
 JITTER = 0.1
+# While a valid token is held, retries spread over this fraction of its remaining life.
+RETRY_SPREAD = 0.5
 
 DEFAULT_BACKOFF = Backoff(base=1.0, cap=30.0)
 
@@ -254,9 +258,22 @@ class TokenProvider:
         self._error = error
         self._failures += 1
         retry_after = getattr(error, "retry_after", None)
-        delay = self._backoff.delay(self._failures, self._rng, retry_after)
-        self._next_attempt = self._clock() + delay
+        now = self._clock()
         held = self._token
+        window = 0.0
+        usable = 0.0
+        if held is not None and held.state(now) is not TokenState.EXPIRED:
+            # Nobody waits while a valid token is held, so there is no hurry: a fleet that failed
+            # together (a token-service outage) must not retry together the moment it is back.
+            # Spreading over half the remaining life keeps the load after recovery under 3x the
+            # steady rate (bench/herd.py, docs/scale.md) and still leaves about fifteen tries
+            # before expiry; near expiry the exponential backoff takes over again.
+            usable = held.remaining(now) - min(MIN_USEFUL_SECONDS, held.lifetime / 10)
+            window = RETRY_SPREAD * held.remaining(now)
+        delay = self._backoff.delay(self._failures, self._rng, retry_after, window)
+        if usable > 0 and retry_after is None:
+            delay = min(delay, usable)  # one more try while the token is still good, backoff or not
+        self._next_attempt = now + delay
         log.warning(
             "exchange failed",
             extra={
@@ -296,7 +313,7 @@ class TokenProvider:
                 f"token service returned a token for audience {self.audience} that expires at "
                 f"{when}, {lifetime:.0f}s from now: too short-lived to use"
             )
-        fraction = REFRESH_FRACTION * self._rng.uniform(1 - JITTER, 1 + JITTER)
+        fraction = REFRESH_FRACTION * self._rng.uniform(1 - JITTER, 1)
         return Token(
             value=issued.token,
             audience=self.audience,

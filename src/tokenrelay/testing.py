@@ -39,6 +39,11 @@ class FakeClock:
         """Move only the wall clock (NTP step, VM resume): the monotonic clock does not see it."""
         self.wall_offset += seconds
 
+    @property
+    def sleeping(self) -> int:
+        """How many sleep() calls are waiting: lets a test wait until every background loop is idle."""
+        return sum(1 for _, future in self._sleepers if not future.done())
+
     async def sleep(self, seconds: float) -> None:
         if seconds <= 0:
             await asyncio.sleep(0)

@@ -1,0 +1,308 @@
+"""A real relay (providers, local API on a Unix socket) against a real fake token service, on a fake clock.
+
+``relay`` builds the pieces the daemon builds, from the same classes, with the schedule on a FakeClock:
+``await relay.advance(seconds)`` moves time and waits until every exchange has finished and every
+background loop is asleep again. The proxy and the credential helpers can hang off ``Relay`` later
+(``Relay.settings`` is what ``daemon.serve`` would get).
+
+Every chaos test runs under ``no_secret_in_logs``: every log record at DEBUG, from any logger, is
+rendered raw (message, extras, traceback; before any scrubbing) and searched for every token the
+fake token service issued and every OIDC token written for the test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import shutil
+import tempfile
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp.test_utils import TestServer
+
+from tokenrelay import idtoken
+from tokenrelay.config import Settings
+from tokenrelay.daemon import SocketServer
+from tokenrelay.exchanger import Exchanger
+from tokenrelay.provider import TokenProvider, TokenProviders
+from tokenrelay.redact import fingerprint
+from tokenrelay.sts import Issued
+from tokenrelay.testing import FakeClock, FakeTokenService, jti, make_jwt
+
+API = "https://api.example"
+IDENTITY = "groups/acme/identities/ci"
+# The token service's clock runs far ahead of real time, so that the real Date header aiohttp adds
+# never looks later than a token's iat (the provider takes the earlier of the two as "now").
+SERVICE_AHEAD = 10 * 86400.0
+SETTLE_SECONDS = 10.0  # real time allowed for one step's exchanges to finish
+
+
+class Secrets:
+    """Every secret a test handled, for the log check."""
+
+    def __init__(self) -> None:
+        self.services: list[FakeTokenService] = []
+        self.extra: list[str] = []
+
+    def values(self) -> set[str]:
+        found = set(self.extra)
+        for service in self.services:
+            found.update(service.issued)
+            found.update(t for t in service.seen_id_tokens if t)
+        return found
+
+
+class CaptureHandler(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.lines: list[tuple[str, str]] = []  # (logger, raw rendering)
+        self._plain = logging.Formatter()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = f"{record.getMessage()} {vars(record)!r}"
+        if record.exc_info:
+            text += self._plain.formatException(record.exc_info)
+        if record.stack_info:
+            text += record.stack_info
+        self.lines.append((record.name, text))
+
+
+@pytest.fixture
+def secrets() -> Secrets:
+    return Secrets()
+
+
+@pytest.fixture(autouse=True)
+def no_secret_in_logs(secrets: Secrets) -> Iterator[CaptureHandler]:
+    """Fails the test when any token or OIDC token it handled shows up in any log record."""
+    handler = CaptureHandler()
+    root = logging.getLogger()
+    level = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG)
+    try:
+        yield handler
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)
+    assert_no_secret(handler.lines, secrets.values())
+
+
+def assert_no_secret(lines: list[tuple[str, str]], values: set[str]) -> None:
+    # Search for each secret and for its payload alone (a truncated token is still a leak).
+    needles = {v: v for v in values}
+    needles.update({v.split(".")[1]: v for v in values if v.count(".") == 2 and len(v.split(".")[1]) > 16})
+    for logger, text in lines:
+        for needle, secret in needles.items():
+            if needle in text:
+                pytest.fail(
+                    f"a secret (fingerprint {fingerprint(secret)}) appears in a log record of {logger}"
+                )
+
+
+def oidc_token(
+    clock: FakeClock, lifetime: float = 86400.0, sub: str = "system:serviceaccount:ci:runner"
+) -> str:
+    now = clock.wall()
+    return make_jwt(
+        {"iss": "https://issuer.example", "sub": sub, "iat": int(now), "exp": int(now + lifetime)}
+    )
+
+
+class InFlight:
+    """Wraps the fetch a provider calls, counting exchanges under way and every attempt's start time."""
+
+    def __init__(self, fetch: Callable[[str], Awaitable[Issued]], clock: FakeClock) -> None:
+        self._fetch = fetch
+        self._clock = clock
+        self.inflight = 0
+        self.started: list[float] = []
+        self.failed: list[float] = []
+
+    async def __call__(self, audience: str) -> Issued:
+        self.inflight += 1
+        self.started.append(self._clock())
+        try:
+            return await self._fetch(audience)
+        except BaseException:
+            self.failed.append(self._clock())
+            raise
+        finally:
+            self.inflight -= 1
+
+
+@dataclass
+class Reply:
+    status: int
+    body: dict[str, Any] = field(repr=False)  # holds the token: kept out of assertion output
+
+    @property
+    def id(self) -> str:
+        """The served token's jti (t1, t2, ...), or "": what tests compare, so no token is printed."""
+        token = self.body.get("token")
+        return jti(token) if isinstance(token, str) else ""
+
+
+@dataclass
+class Relay:
+    clock: FakeClock
+    service: FakeTokenService
+    fetch: InFlight
+    providers: TokenProviders
+    settings: Settings
+    id_token_file: Path
+    session: aiohttp.ClientSession
+    secrets: Secrets
+    _server: SocketServer | None = field(default=None, repr=False)
+
+    @property
+    def socket(self) -> str:
+        return self.settings.socket
+
+    def provider(self, audience: str = API) -> TokenProvider:
+        return self.providers.provider(audience)
+
+    async def settle(self) -> None:
+        """Wait (real time, bounded) until no exchange is under way and every schedule sleeps."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + SETTLE_SECONDS
+        quiet = 0
+        while quiet < 2:  # twice in a row: a wake-up may be queued behind the first look
+            idle = self.fetch.inflight == 0 and self.clock.sleeping >= len(self.providers.audiences)
+            quiet = quiet + 1 if idle else 0
+            if loop.time() > deadline:
+                raise AssertionError(f"relay did not settle within {SETTLE_SECONDS}s of real time")
+            await asyncio.sleep(0.001)
+
+    async def advance(self, seconds: float, step: float = 5.0) -> None:
+        """Move the fake clock by ``seconds``, settling after every ``step``."""
+        remaining = seconds
+        while remaining > 1e-9:
+            delta = min(step, remaining)
+            self.clock.tick(delta)
+            remaining -= delta
+            await self.settle()
+
+    async def advance_to(self, moment: float, step: float = 5.0) -> None:
+        await self.advance(moment - self.clock(), step)
+
+    async def get(self, path: str = "/v1/token", session: aiohttp.ClientSession | None = None) -> Reply:
+        """One request to the local API over the Unix socket."""
+        async with (session or self.session).get(f"http://tokenrelay{path}") as response:
+            return Reply(response.status, await response.json(content_type=None))
+
+    def id_token(self, lifetime: float = 86400.0, sub: str = "system:serviceaccount:ci") -> str:
+        """A new OIDC token, registered with the log check."""
+        value = oidc_token(self.clock, lifetime, sub)
+        self.secrets.extra.append(value)
+        return value
+
+    def write_id_token(self, value: str) -> None:
+        self.id_token_file.write_text(value)
+
+
+RelayFactory = Callable[..., Awaitable[Relay]]
+
+
+def short_dir() -> Path:
+    """A directory for sockets: pytest's tmp_path can exceed the 108-byte limit of a socket path."""
+    return Path(tempfile.mkdtemp(prefix="tr-", dir="/tmp"))
+
+
+@pytest.fixture
+async def relay_factory(secrets: Secrets) -> AsyncIterator[RelayFactory]:
+    """Builds relays; tears every piece down after the test."""
+    cleanups: list[Callable[[], Awaitable[None]]] = []
+    dirs: list[Path] = []
+
+    async def build(
+        *,
+        lifetime: float = 600.0,
+        exchange_timeout: float = 5.0,
+        wait_timeout: float = 5.0,
+        seed: int = 7,
+        start: bool = True,
+        audiences: tuple[str, ...] = (),
+        **settings: Any,
+    ) -> Relay:
+        clock = FakeClock()
+        service_offset = time.time() + SERVICE_AHEAD - clock.now
+        # The service's clock is its own: a jump of our wall clock does not move it.
+        service = FakeTokenService(lifetime=lifetime, wall=lambda: clock.now + service_offset)
+        secrets.services.append(service)
+        server = TestServer(service.app())
+        await server.start_server()
+        cleanups.append(server.close)
+        http = aiohttp.ClientSession()
+        cleanups.append(http.close)
+        where = short_dir()
+        dirs.append(where)
+        token_file = where / "oidc-token"
+        first = oidc_token(clock)
+        secrets.extra.append(first)
+        token_file.write_text(first)
+        exchanger = Exchanger(
+            http,
+            str(server.make_url("")),
+            IDENTITY,
+            idtoken.FileSource(str(token_file), wall=clock.wall),
+            timeout=exchange_timeout,
+        )
+        fetch = InFlight(exchanger, clock)
+        config = Settings(
+            auth_url=str(server.make_url("")).rstrip("/"),
+            api_url=API,
+            identity=IDENTITY,
+            audience=audiences,
+            socket=str(where / "s.sock"),
+            id_token_file=str(token_file),
+            exchange_timeout=exchange_timeout,
+            wait_timeout=wait_timeout,
+            shutdown_grace=1.0,
+            **settings,
+        )
+        providers = TokenProviders(
+            [
+                TokenProvider(
+                    audience,
+                    fetch,
+                    clock=clock,
+                    wall=clock.wall,
+                    sleep=clock.sleep,
+                    rng=random.Random(seed + i),
+                    wait_timeout=wait_timeout,
+                )
+                for i, audience in enumerate(config.audiences)
+            ]
+        )
+        client = aiohttp.ClientSession(connector=aiohttp.UnixConnector(path=config.socket, limit=128))
+        relay = Relay(clock, service, fetch, providers, config, token_file, client, secrets)
+        cleanups.append(client.close)
+        if start:
+            relay._server = SocketServer(config, providers)
+            await relay._server.start()
+            cleanups.append(relay._server.stop)
+            providers.start()
+            cleanups.append(providers.stop)
+            await relay.settle()
+        return relay
+
+    yield build
+    for cleanup in reversed(cleanups):
+        with contextlib.suppress(Exception):
+            await cleanup()
+    for where in dirs:
+        shutil.rmtree(where, ignore_errors=True)
+
+
+@pytest.fixture
+async def relay(relay_factory: RelayFactory) -> Relay:
+    return await relay_factory()
