@@ -434,6 +434,9 @@ def _to_seconds(option: Option, raw: Any) -> float:
 
 
 def _to_int(option: Option, raw: Any) -> int:
+    # TOML true and 2.7 would pass int() as 1 and 2: take only integers and their decimal spelling.
+    if isinstance(raw, bool) or (isinstance(raw, float) and not raw.is_integer()):
+        raise ValueError(f"{raw!r} is not a whole number")
     try:
         value = int(raw)
     except (TypeError, ValueError, OverflowError):  # OverflowError: TOML's inf

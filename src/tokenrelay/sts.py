@@ -18,7 +18,7 @@ import aiohttp
 
 from . import aip193
 from .errors import ExchangeError, ExchangeTimeout
-from .redact import scrub
+from .redact import REDACTED, scrub
 from .timestamps import parse_timestamp
 
 MAX_RESPONSE_BYTES = 1 << 20
@@ -61,7 +61,7 @@ async def exchange(
             raw = await _read_capped(response)
             server_time = _date_header(response.headers.get("Date"))
             if response.status != 200:
-                raise _refusal(response, raw, audience)
+                raise _refusal(response, raw, audience, id_token)
     except TimeoutError:
         raise ExchangeTimeout(
             f"token service at {url} did not answer within {timeout:g}s "
@@ -86,7 +86,7 @@ async def _read_capped(response: aiohttp.ClientResponse) -> bytes:
     return b"".join(chunks)
 
 
-def _refusal(response: aiohttp.ClientResponse, raw: bytes, audience: str) -> ExchangeError:
+def _refusal(response: aiohttp.ClientResponse, raw: bytes, audience: str, id_token: str) -> ExchangeError:
     status = response.status
     retry_after = _retry_after(response.headers.get("Retry-After"))
     if 300 <= status < 400:
@@ -106,7 +106,8 @@ def _refusal(response: aiohttp.ClientResponse, raw: bytes, audience: str) -> Exc
             retry_after=retry_after,
         )
     code, message, reason = parsed
-    why = scrub(message)[:500]
+    # A service that quotes the bearer back must not get it into our logs, JWT-shaped or not.
+    why = scrub(message.replace(id_token, REDACTED))[:500]
     label = f"{aip193.Code(code).name}, " if code in aip193.Code._value2member_map_ else ""
     return ExchangeError(
         f"token service refused the exchange for audience {audience}: {why} "

@@ -113,3 +113,12 @@ def test_settings_are_frozen() -> None:
     settings = Settings(auth_url="https://a", api_url="https://b", identity="i")
     with pytest.raises(AttributeError):
         settings.identity = "other"  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("value", ["true", "2.7"])
+def test_integer_option_refuses_booleans_and_fractions(tmp_path: Path, value: str) -> None:
+    """TOML `true` or `2.7` for a count is a mistake to report, not 1 or 2."""
+    config = tmp_path / "c.toml"
+    config.write_text(f"proxy_max_connections = {value}\n")
+    with pytest.raises(ConfigError, match="--proxy-max-connections.*not a whole number"):
+        parse_args([*REQUIRED, "--config", str(config)], {})

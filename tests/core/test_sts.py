@@ -134,3 +134,16 @@ async def test_upstream_message_is_scrubbed(aiohttp_server: object) -> None:
     with pytest.raises(ExchangeError) as caught:
         await _exchange(await _serve(aiohttp_server, handler))
     assert secret not in str(caught.value) and "[secure]" in str(caught.value)
+
+
+async def test_opaque_oidc_token_quoted_back_is_removed(aiohttp_server: object) -> None:
+    """An OIDC token that is not a JWT, echoed in a refusal, is still kept out of the error."""
+
+    async def handler(request: web.Request) -> web.Response:
+        bearer = request.headers["Authorization"].removeprefix("Bearer ")
+        return web.json_response({"code": 16, "message": f"unknown token {bearer}"}, status=401)
+
+    with pytest.raises(ExchangeError) as caught:
+        await _exchange(await _serve(aiohttp_server, handler))
+    assert "oidc-token-value" not in str(caught.value)
+    assert "unknown token [secure]" in str(caught.value)
