@@ -14,6 +14,7 @@ WORKDIR /src
 RUN python -m venv /opt/tokenrelay
 COPY pyproject.toml README.md ./
 COPY src ./src
+COPY scripts ./scripts
 # Compile the bytecode here, once: the runtime's root filesystem is read-only.
 RUN /opt/tokenrelay/bin/pip install --no-cache-dir . \
     && /opt/tokenrelay/bin/python -m compileall -q /opt/tokenrelay/lib

@@ -2,20 +2,19 @@
 
 ``tokenrelay token`` and the credential helpers run once per use, often on a hot path (a docker
 pull, a git fetch), so they must start in milliseconds: no aiohttp, no http.client (it drags in
-``email`` and ``ssl``), just a socket and one request.
+``email`` and ``ssl``), just a socket and one request. ``json`` and ``aip193`` (with ``re`` and
+``enum`` behind them) are imported only by the calls that need them: ``fetch_token_text``'s
+successful path needs neither.
 """
 
 from __future__ import annotations
 
-import json
 import os
 
 # The C module behind ``socket``: the same socket object for what we do here (connect, sendall, recv),
 # without socket.py's enum conversions and selectors, a tenth of a helper's start-up.
 from _socket import AF_UNIX, SOCK_STREAM
 from _socket import socket as unix_socket
-
-from . import aip193
 
 DEFAULT_SOCKET = "/var/run/tokenrelay/tokenrelay.sock"  # keep in step with config.DEFAULT_SOCKET
 MAX_REPLY = 1 << 20
@@ -72,29 +71,54 @@ def socket_path(explicit: str | None = None) -> str:
 
 def fetch_token(path: str, audience: str | None = None, timeout: float = 15.0) -> TokenReply:
     """The sidecar's current token for ``audience`` (its API audience when None)."""
-    target = "/v1/token" + (f"?audience={quote(audience)}" if audience else "")
-    status, body = request(path, target, timeout)
-    if status == 200:
-        try:
-            obj = json.loads(body)
-            return TokenReply(obj["token"], obj["expireTime"], obj["audience"])
-        except (ValueError, KeyError, TypeError):
-            raise LocalApiError(f"the tokenrelay sidecar at {path} answered an unexpected body") from None
+    status, body = request(path, _target(audience), timeout)
+    if status != 200:
+        raise _refusal(path, status, body)
+    import json
+
+    try:
+        obj = json.loads(body)
+        return TokenReply(obj["token"], obj["expireTime"], obj["audience"])
+    except (ValueError, KeyError, TypeError):
+        raise LocalApiError(f"the tokenrelay sidecar at {path} answered an unexpected body") from None
+
+
+def fetch_token_text(path: str, audience: str | None = None, timeout: float = 15.0) -> str:
+    """The token alone, asked for as ``text/plain``: for callers that need no expiry, since decoding
+    JSON costs more start-up (``json`` imports ``re``) than the rest of a credential helper's run."""
+    status, body = request(path, _target(audience), timeout, accept="text/plain")
+    if status != 200:
+        raise _refusal(path, status, body)
+    if body.split() != [body]:  # empty, or a JSON body from a sidecar that ignored Accept
+        raise LocalApiError(f"the tokenrelay sidecar at {path} answered an unexpected body")
+    try:
+        return body.decode()
+    except UnicodeDecodeError:
+        raise LocalApiError(f"the tokenrelay sidecar at {path} answered an unexpected body") from None
+
+
+def _target(audience: str | None) -> str:
+    return "/v1/token" + (f"?audience={quote(audience)}" if audience else "")
+
+
+def _refusal(path: str, status: int, body: bytes) -> LocalApiError:
+    from . import aip193
+
     parsed = aip193.parse(body)
     if parsed is None:
-        raise LocalApiError(f"the tokenrelay sidecar at {path} answered HTTP {status}", status=status)
+        return LocalApiError(f"the tokenrelay sidecar at {path} answered HTTP {status}", status=status)
     _, message, reason = parsed
-    raise LocalApiError(message, status=status, reason=reason)
+    return LocalApiError(message, status=status, reason=reason)
 
 
-def request(path: str, target: str, timeout: float) -> tuple[int, bytes]:
+def request(path: str, target: str, timeout: float, accept: str = "application/json") -> tuple[int, bytes]:
     """One GET over the socket; ``(status, body)``."""
     sock = unix_socket(AF_UNIX, SOCK_STREAM)
     sock.settimeout(timeout)
     try:
         sock.connect(path)
         sock.sendall(
-            f"GET {target} HTTP/1.1\r\nHost: tokenrelay\r\nAccept: application/json\r\n"
+            f"GET {target} HTTP/1.1\r\nHost: tokenrelay\r\nAccept: {accept}\r\n"
             "Connection: close\r\n\r\n".encode()
         )
         chunks = []

@@ -9,7 +9,10 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from typing import Any
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the git helper's start-up
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def unverified_claims(token: str) -> dict[str, Any] | None:

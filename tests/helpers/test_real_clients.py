@@ -158,19 +158,48 @@ def test_keyring_cli_uses_the_backend(stack: Stack, client_env: dict[str, str]) 
     assert other.stdout.strip() == ""
 
 
-def test_get_path_loads_nothing_heavy(stack: Stack, client_env: dict[str, str]) -> None:
-    """A full ``get`` run imports no aiohttp, jwt, http.client, ssl or email: it starts in milliseconds."""
+HEAVY = ("aiohttp", "jwt", "http.client", "ssl", "email", "urllib.request", "tomllib", "cryptography")
+# What ``json`` drags in (re, enum), and what the code below the helpers once imported: each costs a
+# noticeable share of a run that should take little more than the interpreter's own start-up.
+DOCKER_GET_AVOIDS = (
+    "re",
+    "json",
+    "enum",
+    "socket",
+    "urllib",
+    "pathlib",
+    "ipaddress",
+    "dataclasses",
+    "typing",
+)
+
+
+def imported_by(argv: list[str], stdin: str, env: dict[str, str]) -> set[str]:
+    """The modules a run of ``argv`` imports beyond a bare interpreter's (no site: no .pth imports)."""
     import sys
 
-    heavy = ("aiohttp", "jwt", "http.client", "ssl", "email", "urllib.request", "tomllib", "cryptography")
-    for module, stdin in (
-        ("tokenrelay.helpers.docker", stack.registry.netloc),
-        ("tokenrelay.helpers.git", f"protocol=http\nhost={stack.git.netloc}\n\n"),
+    import tokenrelay
+
+    bare = env | {"PYTHONPATH": str(Path(tokenrelay.__file__).parents[1])}
+    command = [sys.executable, "-S", "-X", "importtime", *argv]
+    result = subprocess.run(command, input=stdin, env=bare, capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout
+    return {line.rsplit("|", 1)[-1].strip() for line in result.stderr.splitlines() if "|" in line}
+
+
+def test_get_path_loads_nothing_heavy(stack: Stack, client_env: dict[str, str]) -> None:
+    """A full ``get`` run imports no aiohttp, jwt, http.client, ssl or email: it starts in milliseconds."""
+    for helper, stdin in (
+        ("docker-credential-tokenrelay", stack.registry.netloc),
+        ("git-credential-tokenrelay", f"protocol=http\nhost={stack.git.netloc}\n\n"),
     ):
-        argv = [sys.executable, "-X", "importtime", "-m", module, "get"]
-        result = subprocess.run(
-            argv, input=stdin, env=client_env, capture_output=True, text=True, check=False
-        )
-        assert result.returncode == 0, result.stdout
-        loaded = {line.rsplit("|", 1)[-1].strip() for line in result.stderr.splitlines() if "|" in line}
-        assert not {name for name in loaded if name.split(".")[0] in heavy or name in heavy}, module
+        loaded = imported_by([script(helper), "get"], stdin, client_env)
+        assert "tokenrelay.client" in loaded, helper  # the run did import the helper's modules
+        assert not {name for name in loaded if name.split(".")[0] in HEAVY or name in HEAVY}, helper
+
+
+def test_docker_get_imports_no_json_re_or_enum(stack: Stack, client_env: dict[str, str]) -> None:
+    """docker's ``get`` for a served host imports none of json, re, enum, socket, typing and the like."""
+    loaded = imported_by([script("docker-credential-tokenrelay"), "get"], stack.registry.netloc, client_env)
+    assert "tokenrelay.helpers.docker" in loaded
+    assert sorted(name for name in loaded if name.split(".")[0] in DOCKER_GET_AVOIDS) == []

@@ -4,3 +4,36 @@ Each helper module is a pure ``handle(...) -> exit status`` plus a ``main()`` th
 standard streams. The ``get`` paths import only the standard library: these run once per pull or
 fetch, so their start-up time is the user's waiting time.
 """
+
+from __future__ import annotations
+
+import sys
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the helpers' start-up
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Protocol, TextIO
+
+    class Handle(Protocol):
+        def __call__(
+            self,
+            action: str,
+            stdin: TextIO,
+            stdout: TextIO,
+            *,
+            environ: Mapping[str, str] | None = None,
+            stderr: TextIO | None = None,
+        ) -> int: ...
+
+
+def run_main(handle: Handle) -> int:
+    """A helper executable: ``argv[1]`` is the action, the real streams are wired to ``handle``.
+
+    Here, in the package every helper imports anyway, so that sharing it costs no import.
+    """
+    try:
+        return handle(sys.argv[1] if len(sys.argv) > 1 else "", sys.stdin, sys.stdout, stderr=sys.stderr)
+    except BrokenPipeError:  # the client stopped reading: nothing left to tell it
+        return 1
+    except KeyboardInterrupt:
+        return 130

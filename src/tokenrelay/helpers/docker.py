@@ -6,15 +6,18 @@ configured host. Every other host gets exactly ``credentials not found in native
 error after which docker and skopeo carry on anonymously; any other error is fatal for them, so it
 is kept for real failures. Errors go to stdout with exit status 1, as the protocol wants.
 ``store`` and ``erase`` accept and ignore their input: nothing is stored, every token is fetched.
+
+``get`` imports neither ``json`` nor ``re`` (``json`` imports it, with ``enum`` and ``functools``):
+together they cost more than the rest of its run, so its one JSON object is written by hand.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
 from .._version import __version__
+from . import run_main
 from .hosts import HostsError, load, match
 from .source import Credential, CredentialError, fetcher
 
@@ -27,6 +30,10 @@ NOT_FOUND = "credentials not found in native keychain"
 USERNAME = "_token"  # not "<token>": that would make clients start an OAuth2 refresh-token grant
 MAX_INPUT = 64 * 1024
 PROG = "docker-credential-tokenrelay"
+
+# What json.dumps escapes within ASCII: its short forms, else \u00XX for controls and DEL.
+_ESCAPES = {code: f"\\u{code:04x}" for code in (*range(0x20), 0x7F)}
+_ESCAPES.update({ord('"'): '\\"', ord("\\"): "\\\\", 8: "\\b", 9: "\\t", 10: "\\n", 12: "\\f", 13: "\\r"})
 
 
 def handle(
@@ -42,11 +49,13 @@ def handle(
     env = os.environ if environ is None else environ
     try:
         if action == "get":
-            return _get(stdin.read(MAX_INPUT + 1), stdout, env, fetch or fetcher(env), stderr)
+            return _get(stdin.read(MAX_INPUT + 1), stdout, env, fetch or fetcher(env, expiry=False), stderr)
         if action in ("store", "erase"):
             stdin.read()
             return 0
         if action == "list":
+            import json
+
             hosts = load(env)
             json.dump({host.netloc: USERNAME for host in hosts}, stdout)
             stdout.write("\n")
@@ -88,19 +97,36 @@ def _get(
             stderr.write("tokenrelay: no hosts configured; set TOKENRELAY_HOSTS, e.g. registry.example.com\n")
         stdout.write(NOT_FOUND + "\n")
         return 1
-    credential = fetch(host.audience)
-    json.dump({"ServerURL": server, "Username": USERNAME, "Secret": credential.token}, stdout)
-    stdout.write("\n")
+    stdout.write(answer(server, fetch(host.audience).token))
     return 0
 
 
+def answer(server: str, token: str) -> str:
+    """``get``'s output line, byte for byte what ``json.dumps`` of the same object gives."""
+    return (
+        f'{{"ServerURL": {json_string(server)}, "Username": {json_string(USERNAME)}, '
+        f'"Secret": {json_string(token)}}}\n'
+    )
+
+
+def json_string(text: str) -> str:
+    """``text`` as a JSON string, exactly as ``json.dumps(text)`` writes it: ASCII only, so the
+    output is the same whatever encoding stdout has."""
+    escaped = text.translate(_ESCAPES)
+    if not escaped.isascii():
+        escaped = "".join(c if c < "\x80" else _escape_wide(ord(c)) for c in escaped)
+    return f'"{escaped}"'
+
+
+def _escape_wide(code: int) -> str:
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    code -= 0x10000  # beyond the BMP: a UTF-16 surrogate pair, as JSON requires
+    return f"\\u{0xD800 | (code >> 10):04x}\\u{0xDC00 | (code & 0x3FF):04x}"
+
+
 def main() -> int:
-    try:
-        return handle(sys.argv[1] if len(sys.argv) > 1 else "", sys.stdin, sys.stdout, stderr=sys.stderr)
-    except BrokenPipeError:  # the client stopped reading: nothing left to tell it
-        return 1
-    except KeyboardInterrupt:
-        return 130
+    return run_main(handle)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import sys
 
+from . import run_main
 from .hosts import HostsError, load, match
 from .source import Credential, CredentialError, fetcher
 
@@ -105,12 +106,7 @@ def handle(
 
 
 def main() -> int:
-    try:
-        return handle(sys.argv[1] if len(sys.argv) > 1 else "", sys.stdin, sys.stdout, stderr=sys.stderr)
-    except BrokenPipeError:  # the client stopped reading: nothing left to tell it
-        return 1
-    except KeyboardInterrupt:
-        return 130
+    return run_main(handle)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,97 @@
+"""The docker helper's quick path: the bare token from the local API, asked for as text/plain."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tokenrelay.client import LocalApiError, fetch_token, fetch_token_text
+from tokenrelay.helpers.source import CredentialError, fetch
+from tokenrelay.redact import fingerprint
+
+from .conftest import Stack, run, script, short_tempdir
+
+
+def test_text_token_is_the_json_token(stack: Stack) -> None:
+    """The text/plain answer is the same current token the JSON answer carries."""
+    audience = stack.registry.netloc
+    assert fingerprint(fetch_token_text(stack.socket, audience)) == stack.current(audience)
+    assert fingerprint(fetch(audience, {"TOKENRELAY_SOCKET": stack.socket}, expiry=False).token) == (
+        fingerprint(fetch_token(stack.socket, audience).token)
+    )
+
+
+def test_text_refusal_is_the_sidecars_message(stack: Stack) -> None:
+    """An audience the sidecar does not serve is refused in its own words, with status and reason."""
+    with pytest.raises(LocalApiError) as caught:
+        fetch_token_text(stack.socket, "unknown.example")
+    assert caught.value.status == 404
+    assert caught.value.reason
+    assert "--audience unknown.example" in str(caught.value)
+    with pytest.raises(CredentialError, match="has no token: .*--audience unknown.example"):
+        fetch("unknown.example", {"TOKENRELAY_SOCKET": stack.socket}, expiry=False)
+
+
+@pytest.fixture
+def canned() -> Iterator[tuple[str, list[bytes]]]:
+    """A Unix-socket server that answers each connection with the next canned reply."""
+    workdir = short_tempdir("trc-")
+    path = f"{workdir}/s.sock"
+    replies: list[bytes] = []
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(path)
+    server.listen()
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            with conn:
+                conn.recv(65536)
+                conn.sendall(replies.pop(0))
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield path, replies
+    server.shutdown(socket.SHUT_RDWR)
+    server.close()
+    thread.join(10)
+    Path(path).unlink(missing_ok=True)
+    Path(workdir).rmdir()
+
+
+@pytest.mark.parametrize(
+    "body", [b"", b'{"token": "t", "expireTime": "2030-01-01T00:00:00.000Z", "audience": "a"}', b"a b"]
+)
+def test_text_body_that_is_not_a_token_is_refused(canned: tuple[str, list[bytes]], body: bytes) -> None:
+    """A 200 whose body is empty or not one bare token (a sidecar that ignored Accept) is an error."""
+    path, replies = canned
+    replies.append(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+    with pytest.raises(LocalApiError, match="answered an unexpected body"):
+        fetch_token_text(path, "a")
+
+
+def test_text_refusal_that_is_not_aip193_names_the_status(canned: tuple[str, list[bytes]]) -> None:
+    """A refusal without an AIP-193 body is reported by its HTTP status."""
+    path, replies = canned
+    replies.append(b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 4\r\n\r\noops")
+    with pytest.raises(LocalApiError, match="answered HTTP 502") as caught:
+        fetch_token_text(path, "a")
+    assert caught.value.status == 502
+
+
+def test_docker_helper_reports_a_sidecar_refusal(stack: Stack, client_env: dict[str, str]) -> None:
+    """The installed helper turns a sidecar refusal into one line on stdout and exit status 1."""
+    env = client_env | {"TOKENRELAY_HOSTS": "unknown.example"}
+    result = run([script("docker-credential-tokenrelay"), "get"], env, "unknown.example")
+    assert result.returncode == 1
+    assert result.stdout.startswith(f"tokenrelay: the tokenrelay sidecar at {stack.socket} has no token: ")
+    assert "--audience unknown.example" in result.stdout
+    assert result.stdout.count("\n") == 1
+    assert result.stderr == ""
