@@ -2,8 +2,9 @@
 
 ``relay`` builds the pieces the daemon builds, from the same classes, with the schedule on a FakeClock:
 ``await relay.advance(seconds)`` moves time and waits until every exchange has finished and every
-background loop is asleep again. The proxy and the credential helpers can hang off ``Relay`` later
-(``Relay.settings`` is what ``daemon.serve`` would get).
+background loop is asleep again (``Relay.settings`` is what ``daemon.serve`` would get). With
+``proxy=True`` the proxy hangs off it too, in front of ``Api``: a loopback upstream that accepts a
+bearer only if a token service of the test issued it and it has not expired on that service's clock.
 
 Every chaos test runs under ``no_secret_in_logs``: every log record at DEBUG, from any logger, is
 rendered raw (message, extras, traceback; before any scrubbing) and searched for every token the
@@ -26,16 +27,20 @@ from typing import Any
 
 import aiohttp
 import pytest
+from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from tokenrelay import idtoken
+from tokenrelay import aip193, idtoken
 from tokenrelay.config import Settings
 from tokenrelay.daemon import SocketServer
 from tokenrelay.exchanger import Exchanger
+from tokenrelay.jwtclaims import numeric_claim, unverified_claims
 from tokenrelay.provider import TokenProvider, TokenProviders
+from tokenrelay.proxy import ProxyServer
+from tokenrelay.proxy.bearer import Bearer
 from tokenrelay.redact import fingerprint
 from tokenrelay.sts import Issued
-from tokenrelay.testing import FakeClock, FakeTokenService, jti, make_jwt
+from tokenrelay.testing import Behaviour, FakeClock, FakeTokenService, jti, make_jwt, refusal
 
 API = "https://api.example"
 IDENTITY = "groups/acme/identities/ci"
@@ -108,6 +113,69 @@ def assert_no_secret(lines: list[tuple[str, str]], values: set[str]) -> None:
                 )
 
 
+async def down_reset(request: web.Request) -> web.StreamResponse:
+    """A dead backend behind a load balancer: the connection closes with no answer."""
+    assert request.transport is not None
+    request.transport.close()
+    return web.Response(status=503)
+
+
+async def down_503(request: web.Request) -> web.StreamResponse:
+    return refusal(aip193.Code.UNAVAILABLE, "token service is down", 503)
+
+
+class Api:
+    """The upstream behind the proxy, checking bearers as the real API does.
+
+    A bearer is accepted when one of the test's token services issued it and its ``exp`` is still
+    ahead on that service's clock; anything else gets a 401. Every answer says which token (by jti)
+    it saw, so tests compare ids, never tokens.
+    """
+
+    def __init__(self, secrets: Secrets) -> None:
+        self._secrets = secrets
+        self.accepted: dict[str, int] = {}  # jti -> requests
+        self.refused: list[str] = []  # why, without the token
+        self.url = ""
+
+    def app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", self._handle)
+        return app
+
+    def check(self, authorization: str) -> str:
+        """The token's jti when it is acceptable; raises ValueError saying why not."""
+        token = authorization.removeprefix("Bearer ")
+        if token == authorization:
+            raise ValueError("no bearer token")
+        for service in self._secrets.services:
+            if token in service.issued:
+                exp = numeric_claim(unverified_claims(token) or {}, "exp")
+                if exp is None or exp <= service.wall():
+                    raise ValueError(f"token {jti(token)} has expired")
+                return jti(token)
+        raise ValueError(f"token {fingerprint(token)} was never issued")
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        try:
+            seen = self.check(request.headers.get("Authorization", ""))
+        except ValueError as exc:
+            self.refused.append(str(exc))
+            return refusal(aip193.Code.UNAUTHENTICATED, str(exc), 401, "TOKEN_REFUSED")
+        self.accepted[seen] = self.accepted.get(seen, 0) + 1
+        return web.json_response({"token": seen, "path": request.raw_path})
+
+
+@pytest.fixture
+async def api(secrets: Secrets) -> AsyncIterator[Api]:
+    api = Api(secrets)
+    server = TestServer(api.app())
+    await server.start_server()
+    api.url = str(server.make_url("")).rstrip("/")
+    yield api
+    await server.close()
+
+
 def oidc_token(
     clock: FakeClock, lifetime: float = 86400.0, sub: str = "system:serviceaccount:ci:runner"
 ) -> str:
@@ -152,6 +220,15 @@ class Reply:
 
 
 @dataclass
+class Proxied:
+    """What a client of the proxy got: the status, and which token the upstream saw (its jti)."""
+
+    status: int
+    token: str
+    reason: str  # the AIP-193 reason of a refusal, or ""
+
+
+@dataclass
 class Relay:
     clock: FakeClock
     service: FakeTokenService
@@ -160,8 +237,10 @@ class Relay:
     settings: Settings
     id_token_file: Path
     session: aiohttp.ClientSession
+    proxy_session: aiohttp.ClientSession
     secrets: Secrets
     _server: SocketServer | None = field(default=None, repr=False)
+    proxy: ProxyServer | None = field(default=None, repr=False)
 
     @property
     def socket(self) -> str:
@@ -199,6 +278,17 @@ class Relay:
         async with (session or self.session).get(f"http://tokenrelay{path}") as response:
             return Reply(response.status, await response.json(content_type=None))
 
+    async def proxied(
+        self, path: str = "/v1/things", session: aiohttp.ClientSession | None = None
+    ) -> Proxied:
+        """One request through the proxy to the Api upstream."""
+        assert self.proxy is not None, "build the relay with proxy=True"
+        url = f"http://127.0.0.1:{self.proxy.port}{path}"
+        async with (session or self.proxy_session).get(url) as response:
+            body = await response.json(content_type=None)
+        details = body.get("details") or [{}]
+        return Proxied(response.status, body.get("token", ""), details[0].get("reason", ""))
+
     def id_token(self, lifetime: float = 86400.0, sub: str = "system:serviceaccount:ci") -> str:
         """A new OIDC token, registered with the log check."""
         value = oidc_token(self.clock, lifetime, sub)
@@ -231,12 +321,17 @@ async def relay_factory(secrets: Secrets) -> AsyncIterator[RelayFactory]:
         seed: int = 7,
         start: bool = True,
         audiences: tuple[str, ...] = (),
+        api_url: str = API,
+        proxy: bool = False,
+        behaviour: Behaviour | None = None,
         **settings: Any,
     ) -> Relay:
         clock = FakeClock()
         service_offset = time.time() + SERVICE_AHEAD - clock.now
         # The service's clock is its own: a jump of our wall clock does not move it.
-        service = FakeTokenService(lifetime=lifetime, wall=lambda: clock.now + service_offset)
+        service = FakeTokenService(
+            lifetime=lifetime, wall=lambda: clock.now + service_offset, behaviour=behaviour
+        )
         secrets.services.append(service)
         server = TestServer(service.app())
         await server.start_server()
@@ -259,7 +354,7 @@ async def relay_factory(secrets: Secrets) -> AsyncIterator[RelayFactory]:
         fetch = InFlight(exchanger, clock)
         config = Settings(
             auth_url=str(server.make_url("")).rstrip("/"),
-            api_url=API,
+            api_url=api_url,
             identity=IDENTITY,
             audience=audiences,
             socket=str(where / "s.sock"),
@@ -267,6 +362,7 @@ async def relay_factory(secrets: Secrets) -> AsyncIterator[RelayFactory]:
             exchange_timeout=exchange_timeout,
             wait_timeout=wait_timeout,
             shutdown_grace=1.0,
+            proxy_listen=("127.0.0.1", 0) if proxy else None,
             **settings,
         )
         providers = TokenProviders(
@@ -284,12 +380,20 @@ async def relay_factory(secrets: Secrets) -> AsyncIterator[RelayFactory]:
             ]
         )
         client = aiohttp.ClientSession(connector=aiohttp.UnixConnector(path=config.socket, limit=128))
-        relay = Relay(clock, service, fetch, providers, config, token_file, client, secrets)
         cleanups.append(client.close)
+        proxy_client = aiohttp.ClientSession()
+        cleanups.append(proxy_client.close)
+        relay = Relay(clock, service, fetch, providers, config, token_file, client, proxy_client, secrets)
         if start:
             relay._server = SocketServer(config, providers)
             await relay._server.start()
             cleanups.append(relay._server.stop)
+            if proxy:
+                relay.proxy = ProxyServer.from_settings(config, providers)
+                # The proxy holds a token until its refresh point: on the providers' clock, not the real one.
+                relay.proxy.bearer = Bearer(providers, config.api_url, clock)
+                await relay.proxy.start()
+                cleanups.append(relay.proxy.stop)
             providers.start()
             cleanups.append(providers.stop)
             await relay.settle()

@@ -15,20 +15,9 @@ from tokenrelay.daemon import SocketServer
 from tokenrelay.provider import RETRY_SPREAD
 from tokenrelay.testing import refusal
 
-from .conftest import Relay, RelayFactory
+from .conftest import Relay, RelayFactory, down_503, down_reset
 
 LIFETIME = 600.0  # refresh at 270-330 s, expiry at 600 s
-
-
-async def down_reset(request: web.Request) -> web.StreamResponse:
-    """A dead backend behind a load balancer: the connection closes with no answer."""
-    assert request.transport is not None
-    request.transport.close()
-    return web.Response(status=503)
-
-
-async def down_503(request: web.Request) -> web.StreamResponse:
-    return refusal(aip193.Code.UNAVAILABLE, "token service is down", 503)
 
 
 @pytest.mark.parametrize("down", [down_reset, down_503], ids=["reset", "503"])

@@ -124,6 +124,8 @@ def parse_request(text: str) -> dict[str, Any]:
         request = json.loads(text)
     except ValueError:
         raise RequestError("it is not JSON") from None
+    except RecursionError:  # json nests by recursion: "[[[[...", well under 1 MiB, exhausts the stack
+        raise RequestError("its JSON is nested too deeply") from None
     if not isinstance(request, dict):
         raise RequestError("it is not a JSON object")
     if request.get("apiVersion") != API_VERSION:

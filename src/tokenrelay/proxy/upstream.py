@@ -1,9 +1,10 @@
 """Where the proxy sends everything: the one upstream named by --api-url.
 
 The request target a client sends is mapped here, and only here, to the upstream's target: an
-origin-form target (``/v1/things?x=1``) is appended to the api-url's own path; an absolute-form
+origin-form target (``/v1/things?x=1``) is appended to the api-url's own path, byte for byte (``..``
+and ``%2f`` included: the path is the upstream's business, the host never changes); an absolute-form
 target (``http://host/...``, what clients send to a forward proxy) is accepted only when it names the
-upstream's own host. Anything else is refused, so the proxy can never be used as a hop elsewhere.
+upstream's own host and port. Anything else is refused, so the proxy can never be used as a hop elsewhere.
 """
 
 from __future__ import annotations
@@ -62,7 +63,23 @@ class Upstream:
             return None
         if url.schema not in (b"http", b"https") or url.host.lower() != self.host.lower().encode():
             return None
+        if not self._same_origin(url.schema == b"https", url.port):
+            return None
         path = url.path or b"/"
         if url.query:
             path += b"?" + url.query
         return self.base_path + path
+
+    def _same_origin(self, https: bool, port: int | None) -> bool:
+        """Whether an absolute URI's scheme and port name the upstream (its host already does).
+
+        Another port on the same host is another service: sending it the upstream's request, with
+        the token, would answer the client from the wrong place. ``http://host/`` is taken for an
+        ``https://host/`` upstream (a client behind HTTP_PROXY cannot ask for TLS otherwise, as the
+        proxy refuses CONNECT), but an ``https`` URI is never sent to a plain-http upstream.
+        """
+        if https and self.ssl is None:
+            return False
+        named = port or DEFAULT_PORTS["https" if https else "http"]
+        upgraded = self.ssl is not None and not https and named == DEFAULT_PORTS["http"] and self.port == 443
+        return named == self.port or upgraded
