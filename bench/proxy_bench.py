@@ -32,12 +32,13 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+NGINX_WORKERS = 1  # set from --nginx-workers
 PAGE = '{"uid":"groups/acme","name":"acme","verified":false}'
 
 NGINX_CONF = """
 daemon off;
-master_process off;
-worker_processes 1;
+master_process {master};
+worker_processes {workers};
 error_log {prefix}/error.log warn;
 pid {prefix}/nginx.pid;
 events {{ worker_connections 4096; }}
@@ -86,7 +87,16 @@ def wait_port(port: int, deadline: float = 10.0) -> None:
 @contextlib.contextmanager
 def nginx(prefix: Path, page: int, proxy: int) -> Iterator[None]:
     conf = prefix / "nginx.conf"
-    conf.write_text(NGINX_CONF.format(prefix=prefix, page=page, proxy=proxy, body=PAGE))
+    conf.write_text(
+        NGINX_CONF.format(
+            prefix=prefix,
+            page=page,
+            proxy=proxy,
+            body=PAGE,
+            master="off" if NGINX_WORKERS == 1 else "on",
+            workers=NGINX_WORKERS,
+        )
+    )
     proc = subprocess.Popen(["nginx", "-p", str(prefix), "-c", str(conf)], stderr=subprocess.DEVNULL)
     try:
         wait_port(page)
@@ -239,10 +249,18 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--duration", type=int, default=5)
     parser.add_argument("--variants", default="default")
+    parser.add_argument(
+        "--nginx-workers",
+        type=int,
+        default=1,
+        help="nginx worker processes (default 1: one core, like tokenrelay's single event loop)",
+    )
     parser.add_argument("--serve", help=argparse.SUPPRESS)
     parser.add_argument("--upstream", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    global NGINX_WORKERS
+    NGINX_WORKERS = args.nginx_workers
     if args.serve:
         with contextlib.suppress(KeyboardInterrupt):
             serve(args.serve, args.upstream, args.port)
