@@ -91,13 +91,15 @@ async def serve(
     settings: Settings,
     *,
     stop: asyncio.Event | None = None,
+    listening: asyncio.Event | None = None,
     environ: Mapping[str, str] | None = None,
     reload: Callable[[], Settings] | None = None,
     registry: CollectorRegistry | None = None,
 ) -> int:
     """Run the sidecar until ``stop`` is set or a signal arrives; the process exit status.
 
-    ``reload`` gives the settings anew (SIGHUP); ``registry`` holds the metrics (a fresh one if None).
+    ``listening`` is set once the socket and every server listen; ``reload`` gives the settings anew
+    (SIGHUP); ``registry`` holds the metrics (a fresh one if None).
     """
     stop = stop or asyncio.Event()
     metrics = _metrics(settings, registry)
@@ -152,6 +154,8 @@ async def serve(
                     "audiences": list(settings.audiences),
                 },
             )
+            if listening is not None:
+                listening.set()
             await stop.wait()
             log.info("stopping", extra={"grace": settings.shutdown_grace})
         finally:

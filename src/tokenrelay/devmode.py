@@ -141,8 +141,9 @@ async def main(args: argparse.Namespace, stop: asyncio.Event | None = None) -> i
             f"echo {host} | TOKENRELAY_SOCKET={settings.socket} TOKENRELAY_HOSTS={host}={url} "
             "docker-credential-tokenrelay get",
         )
-        watcher = asyncio.create_task(_announce_ready(Path(settings.socket)))
-        return await daemon.serve(settings, stop=stop)
+        started = asyncio.Event()
+        watcher = asyncio.create_task(_announce_ready(started))
+        return await daemon.serve(settings, stop=stop, listening=started)
     finally:
         if watcher is not None:
             watcher.cancel()
@@ -155,8 +156,6 @@ async def main(args: argparse.Namespace, stop: asyncio.Event | None = None) -> i
         print("stopped", flush=True, file=sys.stdout)
 
 
-async def _announce_ready(path: Path) -> None:
-    # daemon.serve gives no hook for "socket bound"; the socket file appearing is that moment.
-    while not path.exists():  # noqa: ASYNC110, ASYNC240 (only the file system can tell; one stat)
-        await asyncio.sleep(0.02)
+async def _announce_ready(started: asyncio.Event) -> None:
+    await started.wait()
     say("ready", "Ctrl-C to stop")
