@@ -204,7 +204,13 @@ OPTIONS: tuple[Option, ...] = (
         default=0o600,
         metavar="MODE",
     ),
-    Option("once", "Exchange once, write the --token-file sinks, and exit.", kind="bool", default=False),
+    Option(
+        "once",
+        "Exchange once (retrying a token-service outage within --wait-timeout), write the "
+        "--token-file sinks, and exit.",
+        kind="bool",
+        default=False,
+    ),
     # logging
     Option(
         "log_format", "Log line format.", kind="choice", choices=LOG_FORMATS, default="json", metavar="FORMAT"

@@ -116,7 +116,8 @@ async def serve(
             on_id_token=metrics.id_token if metrics else None,
         )
         if settings.once:
-            return await oneshot.run(build_providers(settings, exchanger, observers), file_sinks)
+            providers = build_providers(settings, exchanger, observers)
+            return await oneshot.run(providers, file_sinks, budget=settings.wait_timeout)
         providers = build_providers(settings, exchanger, [*observers, *file_sinks])
         components: list[Component] = [
             SocketServer(settings, providers, metrics.count if metrics else _uncounted)

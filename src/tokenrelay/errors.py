@@ -65,6 +65,11 @@ class ExchangeError(TokenRelayError):
         self.retryable = retryable
         self.retry_after = retry_after
 
+    @property
+    def transient(self) -> bool:
+        """A failure of the moment (unreachable, timed out, 5xx, 429), not a refusal to fix."""
+        return self.status is None or self.status >= 500 or self.status == 429
+
 
 class ExchangeTimeout(ExchangeError):
     """The token service did not answer within the timeout."""

@@ -1,7 +1,10 @@
 """``tokenrelay run --once``: one exchange per audience, the --token-file sinks written, then exit.
 
 For init containers and CI steps. The exit status is the whole answer: 0 when every audience got a
-token and every file was written, 1 otherwise, with one line on stderr saying why.
+token and every file was written, 1 otherwise, with one line on stderr saying why. A transient
+failure (the token service unreachable, timing out, a 5xx or 429) is tried again with the usual
+backoff for as long as --wait-timeout allows, so that one blip does not fail a CI job; a refusal
+(say, claims that do not match the identity) fails at once.
 """
 
 from __future__ import annotations
@@ -9,11 +12,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from typing import TextIO
 
-from .errors import TokenRelayError
-from .provider import TokenProviders
+from .errors import ExchangeError, TokenRelayError, TokenUnavailable
+from .provider import TokenProvider, TokenProviders
 from .sinks import FileSink
 from .token import Token
 
@@ -22,13 +26,23 @@ log = logging.getLogger("tokenrelay.once")
 PREFIX = "tokenrelay run --once"
 
 
-async def run(providers: TokenProviders, sinks: Sequence[FileSink], stderr: TextIO | None = None) -> int:
-    """Exchange every audience once and write the sinks; the process exit status."""
+async def run(
+    providers: TokenProviders,
+    sinks: Sequence[FileSink],
+    stderr: TextIO | None = None,
+    *,
+    budget: float = 10.0,
+    clock: Callable[[], float] = time.monotonic,
+) -> int:
+    """Get a token for every audience (retrying within ``budget`` seconds) and write the sinks;
+    the process exit status."""
     out = stderr or sys.stderr
+    deadline = clock() + budget
     # Not fetch_all(): it returns at the first failure while the other exchanges still run, and
     # their log lines would then follow the one line that is meant to be the last word.
     results = await asyncio.gather(
-        *(providers.get(audience) for audience in providers.audiences), return_exceptions=True
+        *(_get(providers.provider(audience), deadline, clock) for audience in providers.audiences),
+        return_exceptions=True,
     )
     tokens: list[Token] = []
     for result in results:
@@ -54,3 +68,15 @@ async def run(providers: TokenProviders, sinks: Sequence[FileSink], stderr: Text
         },
     )
     return 0
+
+
+async def _get(provider: TokenProvider, deadline: float, clock: Callable[[], float]) -> Token:
+    while True:
+        try:
+            return await provider.get()
+        except TokenUnavailable:
+            error = provider.last_error
+            wait = provider.retry_in()
+            if not isinstance(error, ExchangeError) or not error.transient or clock() + wait >= deadline:
+                raise
+            await asyncio.sleep(wait)

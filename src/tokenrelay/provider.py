@@ -150,6 +150,15 @@ class TokenProvider:
         if self._task is None:
             self._start()
 
+    @property
+    def last_error(self) -> TokenRelayError | None:
+        """Why the last exchange failed; None once one has succeeded."""
+        return self._error
+
+    def retry_in(self) -> float:
+        """Seconds until the backoff allows the next attempt."""
+        return max(0.0, self._next_attempt - self._clock())
+
     def ready(self, now: float | None = None) -> str | None:
         """None when the token has at least READY_SECONDS left, else why not."""
         now = self._clock() if now is None else now

@@ -89,6 +89,40 @@ async def test_once_refused_exchange_exits_one_with_the_reason(
     assert last.startswith("tokenrelay run --once: ")
     assert "does not match subject ci" in last
     assert not token_file.exists()
+    assert upstream.service.calls == 1  # a refusal is not retried: it will not fix itself
+
+
+async def test_once_rides_out_a_brief_outage(upstream: Upstream, id_token_file: Path, tmp_path: Path) -> None:
+    """Two 503s from the token service do not fail a CI step: --once retries within --wait-timeout."""
+
+    async def flaky(request: web.Request) -> web.Response | None:
+        if upstream.service.calls <= 2:
+            return refusal(aip193.Code.UNAVAILABLE, "restarting", 503)
+        return None
+
+    upstream.service.behaviour = flaky
+    token_file = tmp_path / "api-token"
+    status, err = await run_once(
+        run_args(upstream, id_token_file, "--token-file", str(token_file), "--wait-timeout", "20")
+    )
+    assert status == 0, err
+    assert upstream.service.calls == 3
+    assert token_file.read_text() == upstream.service.issued[0]
+
+
+async def test_once_gives_up_on_an_outage_after_the_wait_timeout(
+    upstream: Upstream, id_token_file: Path
+) -> None:
+    """A token service that stays down fails --once within about --wait-timeout, with the reason."""
+
+    async def down(request: web.Request) -> web.Response:
+        return refusal(aip193.Code.UNAVAILABLE, "maintenance", 503)
+
+    upstream.service.behaviour = down
+    status, err = await run_once(run_args(upstream, id_token_file, "--wait-timeout", "2"))
+    assert status == 1
+    assert "maintenance" in err.strip().splitlines()[-1]
+    assert upstream.service.calls >= 2  # retried (the first backoff is under 1 s) before giving up
 
 
 async def test_once_without_oidc_token_names_the_flag(upstream: Upstream, tmp_path: Path) -> None:
