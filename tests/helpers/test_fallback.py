@@ -213,3 +213,22 @@ def test_docker_helper_falls_back_and_reuses_the_cache(
         assert result.returncode == 0, result.stdout
         assert jti(json.loads(result.stdout)["Secret"]) == "t1"
     assert fake.calls == 1
+
+
+def test_opaque_oidc_token_quoted_back_in_a_refusal_is_removed(
+    service: tuple[FakeTokenService, ThreadedServer], env: dict[str, str]
+) -> None:
+    """An OIDC token that is not a JWT, echoed in a refusal, stays out of the helper's error."""
+    fake, _ = service
+    del env["TOKENRELAY_ID_TOKEN_FILE"]
+    env |= {"TOKENRELAY_ID_TOKEN_ENV": "CI_JOB_JWT", "CI_JOB_JWT": "opaque-oidc-value"}
+
+    async def echo(request: web.Request) -> web.Response:
+        bearer = request.headers["Authorization"].removeprefix("Bearer ")
+        return refusal(aip193.Code.UNAUTHENTICATED, f"unknown token {bearer}", 401)
+
+    fake.behaviour = echo
+    with pytest.raises(CredentialError) as caught:
+        fetch("aud", env)
+    assert "opaque-oidc-value" not in str(caught.value)
+    assert "unknown token [secure]" in str(caught.value)

@@ -171,6 +171,9 @@ def exchange_token(
     import urllib.request
     from urllib.parse import urlencode
 
+    from .. import stsanswer
+    from ..errors import ExchangeError
+
     url = auth_url + "/sts/exchange"
     request = urllib.request.Request(  # noqa: S310 - auth_url_from() allows only http(s)
         url + "?" + urlencode({"aud": audience, "identity": identity}),
@@ -179,14 +182,28 @@ def exchange_token(
 
     class NoRedirect(urllib.request.HTTPRedirectHandler):
         def redirect_request(self, *args: object, **kwargs: object) -> None:
-            return None  # urllib then raises HTTPError for the 3xx, reported by _refusal
+            return None  # urllib then raises HTTPError for the 3xx, reported by stsanswer.refusal
 
     opener = urllib.request.build_opener(NoRedirect)
     try:
         with opener.open(request, timeout=timeout) as response:
-            raw = response.read(MAX_BYTES + 1)
+            raw = response.read(stsanswer.MAX_ANSWER_BYTES + 1)
+        if len(raw) > stsanswer.MAX_ANSWER_BYTES:
+            raise stsanswer.oversized()
+        token, stated = stsanswer.token_from(raw, url)
     except urllib.error.HTTPError as exc:
-        raise _refusal(exc.code, exc.read(MAX_BYTES), exc.headers.get("Location"), url, audience) from None
+        refused = stsanswer.refusal(
+            exc.code,
+            exc.read(stsanswer.MAX_ANSWER_BYTES),
+            audience=audience,
+            id_token=id_token,
+            location=exc.headers.get("Location"),
+            retry_after=exc.headers.get("Retry-After"),
+            auth_url_setting=AUTH_URL_ENV,
+        )
+        raise CredentialError(str(refused)) from None
+    except ExchangeError as exc:
+        raise CredentialError(str(exc)) from None
     except urllib.error.URLError as exc:
         reason = exc.reason.strerror if isinstance(exc.reason, OSError) else exc.reason
         raise CredentialError(f"cannot reach the token service at {url}: {reason}") from None
@@ -196,49 +213,7 @@ def exchange_token(
         ) from None
     except OSError as exc:
         raise CredentialError(f"cannot talk to the token service at {url}: {exc.strerror or exc}") from None
-    if len(raw) > MAX_BYTES:
-        raise CredentialError(f"the token service at {url} answered over 1 MiB")
-    return _parse_success(raw, url)
-
-
-def _parse_success(raw: bytes, url: str) -> tuple[str, float | None]:
-    try:
-        obj = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
-        raise CredentialError(
-            f"the token service at {url} answered 200 with a body that is not JSON"
-        ) from None
-    token = obj.get("token") if isinstance(obj, dict) else None
-    if not isinstance(token, str) or not token.strip():
-        raise CredentialError(f'the token service at {url} answered 200 without a "token" string')
-    if any(c in token for c in "\r\n\0 \t"):
-        raise CredentialError(f"the token service at {url} answered a token with whitespace in it")
-    stated = obj.get("expiry")
-    if isinstance(stated, bool) or not isinstance(stated, int | float):
-        stated = None
     return token, stated
-
-
-def _refusal(status: int, raw: bytes, location: str | None, url: str, audience: str) -> CredentialError:
-    if 300 <= status < 400:
-        return CredentialError(
-            f"the token service at {url} answered HTTP {status} redirecting to {location or '(nowhere)'}; "
-            f"not followed, since the OIDC token would go with it: point {AUTH_URL_ENV} at the final address"
-        )
-    from .. import aip193
-    from ..redact import scrub
-
-    parsed = aip193.parse(raw)
-    if parsed is None:
-        return CredentialError(
-            f"the token service refused the exchange for audience {audience}: HTTP {status}"
-        )
-    _, message, reason = parsed
-    because = f"reason {reason}, " if reason else ""
-    return CredentialError(
-        f"the token service refused the exchange for audience {audience}: "
-        f"{scrub(message)[:300]} ({because}HTTP {status})"
-    )
 
 
 # -- the cache ---------------------------------------------------------------------------------
