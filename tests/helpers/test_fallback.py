@@ -220,8 +220,7 @@ def test_opaque_oidc_token_quoted_back_in_a_refusal_is_removed(
 ) -> None:
     """An OIDC token that is not a JWT, echoed in a refusal, stays out of the helper's error."""
     fake, _ = service
-    del env["TOKENRELAY_ID_TOKEN_FILE"]
-    env |= {"TOKENRELAY_ID_TOKEN_ENV": "CI_JOB_JWT", "CI_JOB_JWT": "opaque-oidc-value"}
+    Path(env["TOKENRELAY_ID_TOKEN_FILE"]).write_text("opaque-oidc-value\n")
 
     async def echo(request: web.Request) -> web.Response:
         bearer = request.headers["Authorization"].removeprefix("Bearer ")
