@@ -2,8 +2,8 @@
 
 Every source is read afresh at every exchange: kubelet rotates a projected token file at 80% of its
 life by swapping a symlink, and GitHub's tokens are short-lived, so a cached copy goes stale.
-A token that is missing, empty or (when it is a JWT) already expired is refused here, before any
-request carries it.
+A token that is missing, empty or (when it is a JWT) already expired is refused before any request
+carries it, by ``oidctoken``'s checks, which the credential helpers share.
 """
 
 from __future__ import annotations
@@ -12,17 +12,16 @@ import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Protocol
 
 import aiohttp
 
 from .config import Settings
 from .errors import ConfigError, IdTokenError
-from .jwtclaims import numeric_claim, unverified_claims
-from .timestamps import format_timestamp
+from .oidctoken import checked as checked_token
+from .oidctoken import read_id_token_file
 
-MAX_ID_TOKEN_BYTES = 64 * 1024
+FILE_SETTING = "--id-token-file (env TOKENRELAY_ID_TOKEN_FILE)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,18 +41,8 @@ class IdTokenSource(Protocol):
 
 
 def checked(raw: str, where: str, wall: Callable[[], float] = time.time) -> IdToken:
-    """``raw`` as an IdToken, or IdTokenError when it is empty or an expired JWT."""
-    value = raw.strip()
-    if not value:
-        raise IdTokenError(f"the OIDC token in {where} is empty")
-    claims = unverified_claims(value)
-    expiry = numeric_claim(claims, "exp") if claims else None
-    if expiry is not None and expiry <= wall():
-        raise IdTokenError(
-            f"the OIDC token in {where} expired at {format_timestamp(expiry)}; "
-            "whatever writes it (kubelet, the CI runner) has stopped renewing it"
-        )
-    return IdToken(value=value, expiry=expiry)
+    """``raw`` as an IdToken; IdTokenError when it is empty or an expired JWT."""
+    return IdToken(*checked_token(raw, where, wall))
 
 
 @dataclass(slots=True)
@@ -67,30 +56,7 @@ class FileSource:
 
     async def read(self) -> IdToken:
         # A small local file: reading it inline costs less than a thread hop.
-        try:
-            with Path(self.path).open("rb") as f:  # noqa: ASYNC230
-                raw = f.read(MAX_ID_TOKEN_BYTES + 1)
-        except FileNotFoundError:
-            raise IdTokenError(
-                f"no OIDC token file at {self.path}: mount the platform's token there or point "
-                "--id-token-file (env TOKENRELAY_ID_TOKEN_FILE) at it"
-            ) from None
-        except IsADirectoryError:
-            raise IdTokenError(
-                f"the OIDC token path {self.path} is a directory, not a file; "
-                "point --id-token-file at the token file inside it"
-            ) from None
-        except OSError as exc:
-            raise IdTokenError(
-                f"cannot read the OIDC token file {self.path}: {exc.strerror or exc}"
-            ) from None
-        if len(raw) > MAX_ID_TOKEN_BYTES:
-            raise IdTokenError(f"the OIDC token file {self.path} is over 64 KiB: not a token")
-        try:
-            text = raw.decode("ascii")
-        except UnicodeDecodeError:
-            raise IdTokenError(f"the OIDC token file {self.path} is not ASCII text") from None
-        return checked(text, f"file {self.path}", self.wall)
+        return IdToken(*read_id_token_file(self.path, FILE_SETTING, self.wall))
 
 
 @dataclass(slots=True)

@@ -154,7 +154,7 @@ def test_unreachable_service_names_the_address(env: dict[str, str]) -> None:
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        (None, "no OIDC token at file"),
+        (None, "no OIDC token file at .*point TOKENRELAY_ID_TOKEN_FILE at it"),
         ("", "is empty"),
         (make_jwt({"exp": 1_000_000_000}), "expired at 2001-09-09T01:46:40.000Z"),
     ],
@@ -213,3 +213,21 @@ def test_docker_helper_falls_back_and_reuses_the_cache(
         assert result.returncode == 0, result.stdout
         assert jti(json.loads(result.stdout)["Secret"]) == "t1"
     assert fake.calls == 1
+
+
+def test_opaque_oidc_token_quoted_back_in_a_refusal_is_removed(
+    service: tuple[FakeTokenService, ThreadedServer], env: dict[str, str]
+) -> None:
+    """An OIDC token that is not a JWT, echoed in a refusal, stays out of the helper's error."""
+    fake, _ = service
+    Path(env["TOKENRELAY_ID_TOKEN_FILE"]).write_text("opaque-oidc-value\n")
+
+    async def echo(request: web.Request) -> web.Response:
+        bearer = request.headers["Authorization"].removeprefix("Bearer ")
+        return refusal(aip193.Code.UNAUTHENTICATED, f"unknown token {bearer}", 401)
+
+    fake.behaviour = echo
+    with pytest.raises(CredentialError) as caught:
+        fetch("aud", env)
+    assert "opaque-oidc-value" not in str(caught.value)
+    assert "unknown token [secure]" in str(caught.value)

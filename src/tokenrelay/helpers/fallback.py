@@ -7,7 +7,9 @@ the directory is 0700, each file 0600 and written to a temporary name then renam
 at the same moment reads the old token or the new one, never half of either. A cached token is reused
 while at least five minutes remain, which leaves any client time to finish with it.
 
-Only this module talks HTTP, and it imports urllib only when it actually exchanges.
+Only this module talks HTTP, and it imports urllib only when it actually exchanges. The OIDC token
+and the service's answer pass the sidecar's own checks (``oidctoken``, ``stsanswer``), worded here
+with the environment variables to set rather than ``tokenrelay run``'s flags.
 """
 
 from __future__ import annotations
@@ -38,8 +40,7 @@ HINT = (
 MIN_REMAINING = 300.0  # reuse a cached token only while at least this much of its life is left
 DEFAULT_LIFETIME = 3600.0  # the upstream's documented lifetime, when the token does not say
 DEFAULT_TIMEOUT = 10.0
-MAX_BYTES = 1 << 20
-MAX_ID_TOKEN_BYTES = 64 * 1024
+MAX_BYTES = 1 << 20  # of a cache file
 
 
 def configured(environ: Mapping[str, str]) -> bool:
@@ -114,47 +115,20 @@ def timeout_from(environ: Mapping[str, str]) -> float:
 
 def read_id_token(environ: Mapping[str, str], now: float) -> str:
     """The platform's OIDC token, read afresh (kubelet and CI runners rotate it); raises CredentialError."""
+    from ..errors import IdTokenError
+    from ..oidctoken import checked, read_id_token_file
+
     variable = environ.get(ID_TOKEN_ENV_ENV)
-    if variable:
+    try:
+        if not variable:
+            return read_id_token_file(environ[ID_TOKEN_FILE_ENV], ID_TOKEN_FILE_ENV, lambda: now)[0]
         where = f"environment variable {variable} (named by {ID_TOKEN_ENV_ENV})"
         value = environ.get(variable)
         if value is None:
             raise CredentialError(f"{where} is not set")
-    else:
-        path = environ[ID_TOKEN_FILE_ENV]
-        where = f"file {path} ({ID_TOKEN_FILE_ENV})"
-        value = _read_small_file(path, where)
-    value = value.strip()
-    if not value:
-        raise CredentialError(f"the OIDC token in {where} is empty")
-    from ..jwtclaims import numeric_claim, unverified_claims
-
-    claims = unverified_claims(value)
-    expiry = numeric_claim(claims, "exp") if claims else None
-    if expiry is not None and expiry <= now:
-        from ..timestamps import format_timestamp
-
-        raise CredentialError(
-            f"the OIDC token in {where} expired at {format_timestamp(expiry)}; "
-            "whatever writes it (kubelet, the CI runner) has stopped renewing it"
-        )
-    return value
-
-
-def _read_small_file(path: str, where: str) -> str:
-    try:
-        with Path(path).open("rb") as f:
-            raw = f.read(MAX_ID_TOKEN_BYTES + 1)
-    except FileNotFoundError:
-        raise CredentialError(f"no OIDC token at {where}: mount the platform's token there") from None
-    except OSError as exc:
-        raise CredentialError(f"cannot read the OIDC token {where}: {exc.strerror or exc}") from None
-    if len(raw) > MAX_ID_TOKEN_BYTES:
-        raise CredentialError(f"the OIDC token {where} is over 64 KiB: not a token")
-    try:
-        return raw.decode("ascii")
-    except UnicodeDecodeError:
-        raise CredentialError(f"the OIDC token {where} is not ASCII text") from None
+        return checked(value, where, lambda: now)[0]
+    except IdTokenError as exc:
+        raise CredentialError(str(exc)) from None
 
 
 # -- the exchange ------------------------------------------------------------------------------
@@ -171,6 +145,9 @@ def exchange_token(
     import urllib.request
     from urllib.parse import urlencode
 
+    from .. import stsanswer
+    from ..errors import ExchangeError
+
     url = auth_url + "/sts/exchange"
     request = urllib.request.Request(  # noqa: S310 - auth_url_from() allows only http(s)
         url + "?" + urlencode({"aud": audience, "identity": identity}),
@@ -179,14 +156,28 @@ def exchange_token(
 
     class NoRedirect(urllib.request.HTTPRedirectHandler):
         def redirect_request(self, *args: object, **kwargs: object) -> None:
-            return None  # urllib then raises HTTPError for the 3xx, reported by _refusal
+            return None  # urllib then raises HTTPError for the 3xx, reported by stsanswer.refusal
 
     opener = urllib.request.build_opener(NoRedirect)
     try:
         with opener.open(request, timeout=timeout) as response:
-            raw = response.read(MAX_BYTES + 1)
+            raw = response.read(stsanswer.MAX_ANSWER_BYTES + 1)
+        if len(raw) > stsanswer.MAX_ANSWER_BYTES:
+            raise stsanswer.oversized()
+        token, stated = stsanswer.token_from(raw, url)
     except urllib.error.HTTPError as exc:
-        raise _refusal(exc.code, exc.read(MAX_BYTES), exc.headers.get("Location"), url, audience) from None
+        refused = stsanswer.refusal(
+            exc.code,
+            exc.read(stsanswer.MAX_ANSWER_BYTES),
+            audience=audience,
+            id_token=id_token,
+            location=exc.headers.get("Location"),
+            retry_after=exc.headers.get("Retry-After"),
+            auth_url_setting=AUTH_URL_ENV,
+        )
+        raise CredentialError(str(refused)) from None
+    except ExchangeError as exc:
+        raise CredentialError(str(exc)) from None
     except urllib.error.URLError as exc:
         reason = exc.reason.strerror if isinstance(exc.reason, OSError) else exc.reason
         raise CredentialError(f"cannot reach the token service at {url}: {reason}") from None
@@ -196,49 +187,7 @@ def exchange_token(
         ) from None
     except OSError as exc:
         raise CredentialError(f"cannot talk to the token service at {url}: {exc.strerror or exc}") from None
-    if len(raw) > MAX_BYTES:
-        raise CredentialError(f"the token service at {url} answered over 1 MiB")
-    return _parse_success(raw, url)
-
-
-def _parse_success(raw: bytes, url: str) -> tuple[str, float | None]:
-    try:
-        obj = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
-        raise CredentialError(
-            f"the token service at {url} answered 200 with a body that is not JSON"
-        ) from None
-    token = obj.get("token") if isinstance(obj, dict) else None
-    if not isinstance(token, str) or not token.strip():
-        raise CredentialError(f'the token service at {url} answered 200 without a "token" string')
-    if any(c in token for c in "\r\n\0 \t"):
-        raise CredentialError(f"the token service at {url} answered a token with whitespace in it")
-    stated = obj.get("expiry")
-    if isinstance(stated, bool) or not isinstance(stated, int | float):
-        stated = None
     return token, stated
-
-
-def _refusal(status: int, raw: bytes, location: str | None, url: str, audience: str) -> CredentialError:
-    if 300 <= status < 400:
-        return CredentialError(
-            f"the token service at {url} answered HTTP {status} redirecting to {location or '(nowhere)'}; "
-            f"not followed, since the OIDC token would go with it: point {AUTH_URL_ENV} at the final address"
-        )
-    from .. import aip193
-    from ..redact import scrub
-
-    parsed = aip193.parse(raw)
-    if parsed is None:
-        return CredentialError(
-            f"the token service refused the exchange for audience {audience}: HTTP {status}"
-        )
-    _, message, reason = parsed
-    because = f"reason {reason}, " if reason else ""
-    return CredentialError(
-        f"the token service refused the exchange for audience {audience}: "
-        f"{scrub(message)[:300]} ({because}HTTP {status})"
-    )
 
 
 # -- the cache ---------------------------------------------------------------------------------

@@ -1,0 +1,65 @@
+"""The checks an OIDC token passes before any request carries it, wherever it was read from.
+
+A token that is missing, empty or (when it is a JWT) already expired is refused here with a message
+saying what to fix; so is a file that cannot be a token. The sidecar's sources (``idtoken``) and the
+credential helpers' direct exchange (``helpers.fallback``) both read through these. Standard library
+only, and no dataclasses (whose import of inspect would cost a helper ~10 ms): the helpers must start
+quickly and never load aiohttp.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from .errors import IdTokenError
+from .jwtclaims import numeric_claim, unverified_claims
+from .timestamps import format_timestamp
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: the helpers import this module
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+MAX_ID_TOKEN_BYTES = 64 * 1024
+
+
+def checked(raw: str, where: str, wall: Callable[[], float] = time.time) -> tuple[str, float | None]:
+    """``raw`` stripped, and its expiry when it is a JWT; IdTokenError when it is empty or expired."""
+    value = raw.strip()
+    if not value:
+        raise IdTokenError(f"the OIDC token in {where} is empty")
+    claims = unverified_claims(value)
+    expiry = numeric_claim(claims, "exp") if claims else None
+    if expiry is not None and expiry <= wall():
+        raise IdTokenError(
+            f"the OIDC token in {where} expired at {format_timestamp(expiry)}; "
+            "whatever writes it (kubelet, the CI runner) has stopped renewing it"
+        )
+    return value, expiry
+
+
+def read_id_token_file(
+    path: str, setting: str, wall: Callable[[], float] = time.time
+) -> tuple[str, float | None]:
+    """``checked`` of the file at ``path``; IdTokenError naming ``setting`` (what points at it)."""
+    try:
+        with Path(path).open("rb") as f:
+            raw = f.read(MAX_ID_TOKEN_BYTES + 1)
+    except FileNotFoundError:
+        raise IdTokenError(
+            f"no OIDC token file at {path}: mount the platform's token there or point {setting} at it"
+        ) from None
+    except IsADirectoryError:
+        raise IdTokenError(
+            f"the OIDC token path {path} is a directory, not a file; "
+            f"point {setting} at the token file inside it"
+        ) from None
+    except OSError as exc:
+        raise IdTokenError(f"cannot read the OIDC token file {path}: {exc.strerror or exc}") from None
+    if len(raw) > MAX_ID_TOKEN_BYTES:
+        raise IdTokenError(f"the OIDC token file {path} is over 64 KiB: not a token")
+    try:
+        text = raw.decode("ascii")
+    except UnicodeDecodeError:
+        raise IdTokenError(f"the OIDC token file {path} is not ASCII text") from None
+    return checked(text, f"file {path}", wall)

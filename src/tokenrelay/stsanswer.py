@@ -1,0 +1,127 @@
+"""What the token service's answer to an exchange means, whichever HTTP client carried it.
+
+``GET {auth_url}/sts/exchange`` answers 200 ``{"token": "..."}`` (with ``expiry`` when the service
+states one; unknown fields are ignored) or a refusal, read as an AIP-193 body so that it reaches the
+person who must act as the service's own words. The sidecar (``sts``, aiohttp) and the credential
+helpers' direct exchange (``helpers.fallback``, urllib) both read answers here. Standard library
+only, and no dataclasses (whose import of inspect would cost a helper ~10 ms): the helpers must
+start quickly and never load aiohttp.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from email.utils import parsedate_to_datetime
+
+from . import aip193
+from .errors import ExchangeError
+from .redact import REDACTED, scrub
+from .timestamps import parse_timestamp
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: the helpers import this module
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+MAX_ANSWER_BYTES = 1 << 20
+# Statuses after which trying again cannot help until someone changes a configuration.
+_PERMANENT_CODES = {aip193.Code.INVALID_ARGUMENT, aip193.Code.NOT_FOUND}
+
+
+def token_from(raw: bytes, url: str) -> tuple[str, float | None]:
+    """A 200 answer's token and stated expiry (Unix time, None when not stated); else ExchangeError."""
+    try:
+        obj: Any = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        raise ExchangeError(f"token service at {url} answered 200 with a body that is not JSON") from None
+    token = obj.get("token") if isinstance(obj, dict) else None
+    if not isinstance(token, str) or not token.strip():
+        raise ExchangeError(f'token service at {url} answered 200 without a "token" string')
+    if any(c in token for c in "\r\n\0 \t"):
+        raise ExchangeError(f"token service at {url} answered a token with whitespace in it")
+    return token, stated_expiry(obj.get("expiry"))
+
+
+def refusal(
+    status: int,
+    raw: bytes,
+    *,
+    audience: str,
+    id_token: str,
+    location: str | None,
+    retry_after: str | None,
+    auth_url_setting: str,
+) -> ExchangeError:
+    """The error for a non-200 answer; ``auth_url_setting`` names what the reader sets to fix a redirect."""
+    if 300 <= status < 400:
+        return ExchangeError(
+            f"token service answered HTTP {status} redirecting to {location or '(no Location)'}; "
+            "not followed, since the OIDC token would go with it. "
+            f"Point {auth_url_setting} at the final address",
+            status=status,
+            retryable=False,
+        )
+    delay = retry_after_seconds(retry_after)
+    parsed = aip193.parse(raw)
+    if parsed is None:
+        return ExchangeError(
+            f"token service refused the exchange for audience {audience}: HTTP {status}",
+            status=status,
+            retryable=status >= 500 or status == 429,
+            retry_after=delay,
+        )
+    code, message, reason = parsed
+    # A service that quotes the bearer back must not get it into our errors, JWT-shaped or not.
+    why = scrub(message.replace(id_token, REDACTED))[:500]
+    label = f"{aip193.Code(code).name}, " if code in aip193.Code._value2member_map_ else ""
+    return ExchangeError(
+        f"token service refused the exchange for audience {audience}: {why} "
+        f"({label}{'reason ' + reason + ', ' if reason else ''}HTTP {status})",
+        status=status,
+        code=code,
+        reason=reason,
+        retryable=code not in _PERMANENT_CODES,
+        retry_after=delay,
+    )
+
+
+def oversized(length: int | None = None) -> ExchangeError:
+    """The error for an answer over MAX_ANSWER_BYTES (``length`` when the headers announced it)."""
+    size = f" {length} bytes," if length is not None else ""
+    return ExchangeError(f"token service answer is{size} over the 1 MiB limit")
+
+
+def stated_expiry(value: object) -> float | None:
+    """``expiry`` as a Unix time: a number of seconds, or an ISO 8601 timestamp; else None."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return parse_timestamp(value)
+        except ValueError:
+            return None
+    return None
+
+
+def retry_after_seconds(value: str | None, wall: Callable[[], float] = time.time) -> float | None:
+    """``Retry-After`` (seconds, or an HTTP date) as seconds from now; None when absent or malformed."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    moment = http_date(value)
+    if moment is None:
+        return None
+    return max(0.0, moment - wall())
+
+
+def http_date(value: str | None) -> float | None:
+    """An HTTP date header (``Date``, ``Retry-After``) as a Unix time, or None."""
+    if not value:
+        return None
+    try:
+        return parsedate_to_datetime(value).timestamp()
+    except (TypeError, ValueError):
+        return None

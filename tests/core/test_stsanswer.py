@@ -1,0 +1,154 @@
+"""The token service's answers, as the sidecar and the helpers' direct exchange both read them."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tokenrelay import aip193
+from tokenrelay.errors import ExchangeError
+from tokenrelay.stsanswer import (
+    oversized,
+    refusal,
+    retry_after_seconds,
+    stated_expiry,
+    token_from,
+)
+from tokenrelay.testing import make_jwt
+
+URL = "https://sts.example/sts/exchange"
+
+
+def _refusal(
+    status: int, raw: bytes = b"", *, location: str | None = None, retry_after: str | None = None
+) -> ExchangeError:
+    return refusal(
+        status,
+        raw,
+        audience="aud",
+        id_token="opaque-oidc",
+        location=location,
+        retry_after=retry_after,
+        auth_url_setting="THE_SETTING",
+    )
+
+
+def _aip193(code: aip193.Code, message: str, reason: str = "NO_MATCH") -> bytes:
+    return aip193.encode(code, message, reason, "sts.example")
+
+
+def test_success_gives_the_token_and_ignores_unknown_fields() -> None:
+    """A 200 answer yields its token and its stated expiry; unknown fields are ignored."""
+    raw = json.dumps({"token": "t1", "expiry": 2_000_000_000, "extra": [1]}).encode()
+    assert token_from(raw, URL) == ("t1", 2_000_000_000.0)
+    assert token_from(b'{"token": "t2"}', URL) == ("t2", None)
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        (b"<html>proxy login</html>", "answered 200 with a body that is not JSON"),
+        (b'{"tok": "x"}', 'answered 200 without a "token" string'),
+        (b'["t1"]', 'answered 200 without a "token" string'),
+        (b'{"token": "  "}', 'answered 200 without a "token" string'),
+        (b'{"token": "a\\tb"}', "answered a token with whitespace in it"),
+        (b'{"token": "a\\r\\nX-Evil: 1"}', "answered a token with whitespace in it"),
+    ],
+)
+def test_success_without_a_usable_token_is_an_error_naming_the_url(raw: bytes, message: str) -> None:
+    """A 200 that holds no usable token says what was wrong and where it came from."""
+    with pytest.raises(ExchangeError, match=f"token service at {URL} {message}"):
+        token_from(raw, URL)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (1_900_000_000, 1_900_000_000.0),
+        (1.5, 1.5),
+        ("2026-11-21T12:00:00.000Z", 1_795_262_400.0),
+        ("2026-11-21T12:00:00", None),
+        ("tomorrow", None),
+        (True, None),
+        (None, None),
+    ],
+)
+def test_stated_expiry_is_seconds_or_an_iso_timestamp(value: object, expected: float | None) -> None:
+    """``expiry`` is used when it is a number or a zoned ISO 8601 timestamp, ignored otherwise."""
+    assert stated_expiry(value) == expected
+
+
+def test_aip193_refusal_reads_as_the_services_words() -> None:
+    """A refusal carries the service's message, code name, reason and status, and stays retryable."""
+    error = _refusal(
+        403, _aip193(aip193.Code.PERMISSION_DENIED, "identity does not match the token's subject")
+    )
+    assert str(error) == (
+        "token service refused the exchange for audience aud: identity does not match the token's "
+        "subject (PERMISSION_DENIED, reason NO_MATCH, HTTP 403)"
+    )
+    assert (error.status, error.code, error.reason, error.retryable) == (403, 7, "NO_MATCH", True)
+
+
+@pytest.mark.parametrize("code", [aip193.Code.INVALID_ARGUMENT, aip193.Code.NOT_FOUND])
+def test_configuration_refusals_are_not_retryable(code: aip193.Code) -> None:
+    """INVALID_ARGUMENT and NOT_FOUND cannot succeed until someone changes the configuration."""
+    assert not _refusal(400, _aip193(code, "no such identity")).retryable
+
+
+@pytest.mark.parametrize(("status", "retryable"), [(502, True), (429, True), (401, False)])
+def test_refusal_without_aip193_body_names_the_status(status: int, retryable: bool) -> None:
+    """A bare error status is reported as such; server errors and 429 are worth retrying."""
+    error = _refusal(status, b"Bad Gateway")
+    assert str(error) == f"token service refused the exchange for audience aud: HTTP {status}"
+    assert error.retryable is retryable
+
+
+def test_refusal_keeps_the_oidc_token_and_any_jwt_out() -> None:
+    """The OIDC token (opaque or not) and any JWT quoted in a refusal are replaced by [secure]."""
+    leaked = make_jwt({"sub": "leak"})
+    error = _refusal(401, _aip193(aip193.Code.UNAUTHENTICATED, f"bad opaque-oidc, also {leaked}"))
+    assert "opaque-oidc" not in str(error) and leaked not in str(error)
+    assert "bad [secure], also [secure]" in str(error)
+
+
+def test_redirect_names_the_location_and_the_callers_setting() -> None:
+    """A redirect is refused for good, saying where it pointed and what the reader should change."""
+    error = _refusal(302, location="https://elsewhere.example/")
+    assert str(error) == (
+        "token service answered HTTP 302 redirecting to https://elsewhere.example/; not followed, "
+        "since the OIDC token would go with it. Point THE_SETTING at the final address"
+    )
+    assert not error.retryable
+    assert "(no Location)" in str(_refusal(307))
+
+
+def test_refusal_honours_retry_after() -> None:
+    """A refusal's Retry-After reaches the error, for the backoff to honour."""
+    assert _refusal(503, retry_after="7").retry_after == 7.0
+    assert _refusal(503).retry_after is None
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("120", 120.0),
+        (" 5 ", 5.0),
+        ("Wed, 21 Oct 2015 07:28:30 GMT", 30.0),
+        ("Wed, 21 Oct 2015 07:27:00 GMT", 0.0),
+        ("soon", None),
+        ("", None),
+        (None, None),
+    ],
+)
+def test_retry_after_is_seconds_or_an_http_date(value: str | None, expected: float | None) -> None:
+    """Retry-After as seconds, or as a date counted from now (never negative); garbage is ignored."""
+    now = 1_445_412_480.0  # Wed, 21 Oct 2015 07:28:00 GMT
+    assert retry_after_seconds(value, wall=lambda: now) == expected
+
+
+def test_oversized_answer_names_the_limit() -> None:
+    """An answer over 1 MiB is refused with the size when the headers announced it."""
+    assert str(oversized(2_000_000)) == "token service answer is 2000000 bytes, over the 1 MiB limit"
+    assert str(oversized()) == "token service answer is over the 1 MiB limit"
