@@ -76,14 +76,25 @@ async def _sidecar(
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.PIPE,
     )
+    # The socket appears first; the proxy listens a moment later: wait for both.
     for _ in range(500):
-        if Path(sock).exists():
+        if Path(sock).exists() and await _accepts(proxy_port):
             return sock, process
         if process.returncode is not None:
             break
         await asyncio.sleep(0.02)
     process.kill()
     raise AssertionError("tokenrelay run did not start")
+
+
+async def _accepts(port: int) -> bool:
+    try:
+        _, writer = await asyncio.open_connection("127.0.0.1", port)
+    except OSError:
+        return False
+    writer.close()
+    await writer.wait_closed()
+    return True
 
 
 @pytest.fixture
