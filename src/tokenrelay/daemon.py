@@ -119,9 +119,10 @@ async def serve(
             providers = build_providers(settings, exchanger, observers)
             return await oneshot.run(providers, file_sinks, budget=settings.wait_timeout)
         providers = build_providers(settings, exchanger, [*observers, *file_sinks])
-        components: list[Component] = [
-            SocketServer(settings, providers, metrics.count if metrics else _uncounted)
-        ]
+        # Started in this order and stopped in reverse. The socket comes last: its file appearing
+        # is what scripts wait for, so by then the proxy listens too; on SIGTERM it goes first,
+        # then the proxy drains, and the metrics port answers probes until the end.
+        components: list[Component] = []
         if metrics and settings.metrics_listen:
             from .metrics import MetricsServer
 
@@ -139,6 +140,7 @@ async def serve(
             components.append(
                 ProxyServer.from_settings(settings, providers, metrics.proxy if metrics else None)
             )
+        components.append(SocketServer(settings, providers, metrics.count if metrics else _uncounted))
         started: list[Component] = []
         loop = asyncio.get_running_loop()
         _install_signals(loop, stop, Reloader(settings, reload, providers, file_sinks))
