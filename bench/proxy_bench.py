@@ -190,6 +190,9 @@ def serve(variant: str, upstream: int, port: int) -> None:
             now = time.monotonic()
             self.token = Token("static-benchmark-token", "bench", now, 86400.0, now + 43200.0, time.time())
 
+        def fresh(self, audience: str) -> Token | None:
+            return self.token
+
         async def get(self, audience: str) -> Token:
             return self.token
 

@@ -23,6 +23,9 @@ COUNT: web.AppKey[Callable[[str], None]] = web.AppKey("count")
 BODIES: web.AppKey[EncodedTokens] = web.AppKey("bodies")
 
 _NO_STORE = {"Cache-Control": "no-store"}
+# Whole header sets, so that aiohttp does not parse a content_type argument on every answer.
+_JSON_HEADERS = {"Content-Type": "application/json; charset=utf-8", "Cache-Control": "no-store"}
+_TEXT_HEADERS = {"Content-Type": "text/plain; charset=utf-8", "Cache-Control": "no-store"}
 
 
 def error_response(status: int, code: Code, message: str, reason: str) -> web.Response:
@@ -38,16 +41,19 @@ async def get_token(request: web.Request) -> web.Response:
     app = request.app
     tokens = app[TOKENS]
     app[COUNT]("socket")
-    audience = request.query.get("audience") or tokens.audiences[0]
-    try:
-        token = await tokens.get(audience)
-    except UnknownAudience as exc:
-        return error_response(404, exc.code, exc.message, exc.reason)
-    except TokenUnavailable as exc:
-        return error_response(503, exc.code, exc.message, exc.reason)
+    # Parsing the query costs a tenth of a request: skip it when there is none.
+    audience = (request.query_string and request.query.get("audience")) or tokens.audiences[0]
+    token = tokens.fresh(audience)
+    if token is None:
+        try:
+            token = await tokens.get(audience)
+        except UnknownAudience as exc:
+            return error_response(404, exc.code, exc.message, exc.reason)
+        except TokenUnavailable as exc:
+            return error_response(503, exc.code, exc.message, exc.reason)
     if _wants_text(request.headers.get("Accept", "")):
-        return web.Response(body=token.value.encode(), content_type="text/plain", headers=_NO_STORE)
-    return web.Response(body=app[BODIES].body(token), content_type="application/json", headers=_NO_STORE)
+        return web.Response(body=token.value.encode(), headers=_TEXT_HEADERS)
+    return web.Response(body=app[BODIES].body(token), headers=_JSON_HEADERS)
 
 
 class EncodedTokens:

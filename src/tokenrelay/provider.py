@@ -106,6 +106,13 @@ class TokenProvider:
         error = self._error.message if self._error is not None else None
         return Status(self.audience, self._token, error, self._failures)
 
+    def fresh(self) -> Token | None:
+        """The token if it is before its refresh point (nothing to start, nothing to await)."""
+        token = self._token
+        if token is not None and token.state(self._clock()) is TokenState.FRESH:
+            return token
+        return None
+
     async def get(self) -> Token:
         """The current token; starts a refresh when it is stale; waits only when none is valid."""
         now = self._clock()
@@ -361,6 +368,10 @@ class TokenProviders:
                 f"audience {audience!r} is not configured; start tokenrelay run with "
                 f"--audience {audience} (env TOKENRELAY_AUDIENCE) to keep a token for it"
             ) from None
+
+    def fresh(self, audience: str) -> Token | None:
+        provider = self._providers.get(audience)
+        return provider.fresh() if provider is not None else None
 
     async def get(self, audience: str) -> Token:
         return await self.provider(audience).get()

@@ -74,6 +74,11 @@ class TokenSource(Protocol):
         """The configured audiences, the API's first."""
         ...
 
+    def fresh(self, audience: str) -> Token | None:
+        """The held token when it is before its refresh point, without awaiting; else None
+        (then ``get`` does the rest). The fast path of every request."""
+        ...
+
     async def get(self, audience: str) -> Token:
         """A valid token, at once when one is held; waits (bounded) only when none is.
 

@@ -50,6 +50,9 @@ class StaticTokens:
     def audiences(self) -> tuple[str, ...]:
         return (self.audience,)
 
+    def fresh(self, audience: str) -> Token | None:
+        return self.token if audience == self.audience else None
+
     async def get(self, audience: str) -> Token:
         if audience != self.audience:
             raise UnknownAudience(f"audience {audience!r} is not configured")
