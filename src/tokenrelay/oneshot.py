@@ -38,8 +38,8 @@ async def run(
     the process exit status."""
     out = stderr or sys.stderr
     deadline = clock() + budget
-    # Not fetch_all(): it returns at the first failure while the other exchanges still run, and
-    # their log lines would then follow the one line that is meant to be the last word.
+    # Wait for every audience, failures included: returning at the first failure would let the
+    # other exchanges' log lines follow the one line that is meant to be the last word.
     results = await asyncio.gather(
         *(_get(providers.provider(audience), deadline, clock) for audience in providers.audiences),
         return_exceptions=True,

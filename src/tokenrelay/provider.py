@@ -379,9 +379,6 @@ class TokenProviders:
     async def reject(self, audience: str, token: Token) -> Token:
         return await self.provider(audience).reject(token)
 
-    def statuses(self) -> list[Status]:
-        return [provider.status() for provider in self._providers.values()]
-
     def ready(self) -> str | None:
         """None when every audience is ready, else the reasons, joined."""
         reasons = [r for p in self._providers.values() if (r := p.ready()) is not None]
@@ -390,10 +387,6 @@ class TokenProviders:
     def refresh_all(self) -> None:
         for provider in self._providers.values():
             provider.refresh_now()
-
-    async def fetch_all(self) -> list[Token]:
-        """One token per audience, now (``--once``); raises TokenUnavailable on the first failure."""
-        return list(await asyncio.gather(*(p.get() for p in self._providers.values())))
 
     def start(self) -> None:
         """Run every provider's schedule in the background."""
