@@ -9,7 +9,6 @@ reference in docs/operations.md are all derived from it.
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import os
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
@@ -19,6 +18,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from .errors import ConfigError
+from .loopback import is_loopback
 
 ENV_PREFIX = "TOKENRELAY_"
 DEFAULT_SOCKET = "/var/run/tokenrelay/tokenrelay.sock"
@@ -492,16 +492,6 @@ _CONVERTERS: dict[str, Callable[[Option, Any], Any]] = {
     "uids": _to_uids,
     "hostport": _to_hostport,
 }
-
-
-def is_loopback(host: str) -> bool:
-    """True for 127.0.0.0/8, ::1 and "localhost"."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _check(settings: Settings) -> None:

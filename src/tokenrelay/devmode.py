@@ -19,7 +19,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .config import Settings, is_loopback
+from .config import Settings
+from .loopback import is_loopback
 
 SUBJECT = "system:serviceaccount:dev:tokenrelay"
 PLATFORM_TOKEN_LIFETIME = 600.0  # rotated at 80%, as kubelet does: every 8 minutes

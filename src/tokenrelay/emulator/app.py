@@ -7,7 +7,6 @@ URL, which is also the issuer URL, before the first request can arrive.
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import logging
 import socket
@@ -20,6 +19,7 @@ import aiohttp
 from aiohttp import web
 
 from ..aip193 import Code
+from ..loopback import is_loopback
 from . import api
 from .access import ROLE_BY_NAME
 from .errors import STS_DOMAIN, ApiError, invalid_argument, permission_denied
@@ -167,7 +167,7 @@ class Emulator:
 
     async def _mint(self, request: web.Request) -> web.Response:
         """Platform tokens on demand (``tokenrelay emulate mint``); loopback callers only."""
-        if not _is_loopback(request.remote):
+        if request.remote is None or not is_loopback(request.remote):
             raise permission_denied("Permission denied: minting is open to loopback callers only", STS_DOMAIN)
         try:
             fields = await request.json()
@@ -182,13 +182,6 @@ class Emulator:
         if not isinstance(lifetime, int | float) or not 0 < lifetime <= 7 * 86400:
             raise invalid_argument("lifetime", "seconds, more than 0 and at most a week", STS_DOMAIN)
         return api.respond({"token": self.issuer.mint(subject, str(audience), lifetime)})
-
-
-def _is_loopback(remote: str | None) -> bool:
-    try:
-        return remote is not None and ipaddress.ip_address(remote).is_loopback
-    except ValueError:
-        return False
 
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]

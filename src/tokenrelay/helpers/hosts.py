@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import os
 
+from ..loopback import is_loopback
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
@@ -190,14 +192,6 @@ def parse_server(text: str, scheme: str | None = None) -> Target | None:
     if parts is None:
         return None
     return Target(scheme, parts[0], parts[1])
-
-
-def is_loopback(name: str) -> bool:
-    """localhost, ::1 or 127.0.0.0/8 (without importing ipaddress)."""
-    if name in ("localhost", "::1"):
-        return True
-    octets = name.split(".")
-    return len(octets) == 4 and octets[0] == "127" and all(o.isdigit() and int(o) < 256 for o in octets)
 
 
 def match(hosts: Iterable[Host], server: str, scheme: str | None = None) -> Host | None:

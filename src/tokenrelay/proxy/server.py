@@ -7,7 +7,8 @@ import logging
 import time
 from collections.abc import Callable
 
-from ..config import Settings, is_loopback
+from ..config import Settings
+from ..loopback import is_loopback
 from ..token import TokenSource
 from .bearer import Bearer
 from .client import ClientConnection, Limits
