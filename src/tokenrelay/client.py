@@ -16,7 +16,12 @@ import os
 from _socket import AF_UNIX, SOCK_STREAM
 from _socket import socket as unix_socket
 
-DEFAULT_SOCKET = "/var/run/tokenrelay/tokenrelay.sock"  # keep in step with config.DEFAULT_SOCKET
+TYPE_CHECKING = False  # not typing's: the helpers' hot path must not import typing
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+DEFAULT_SOCKET = "/var/run/tokenrelay/tokenrelay.sock"  # config.py takes it from here
+SOCKET_ENV = "TOKENRELAY_SOCKET"
 MAX_REPLY = 1 << 20
 
 
@@ -65,8 +70,10 @@ class LocalApiError(Exception):
         self.reason = reason
 
 
-def socket_path(explicit: str | None = None) -> str:
-    return explicit or os.environ.get("TOKENRELAY_SOCKET") or DEFAULT_SOCKET
+def socket_path(explicit: str | None = None, environ: Mapping[str, str] | None = None) -> str:
+    """``explicit``, else $TOKENRELAY_SOCKET, else where ``tokenrelay run`` listens by default."""
+    env = os.environ if environ is None else environ
+    return explicit or env.get(SOCKET_ENV) or DEFAULT_SOCKET
 
 
 def fetch_token(path: str, audience: str | None = None, timeout: float = 15.0) -> TokenReply:

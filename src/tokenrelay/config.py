@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from .client import DEFAULT_SOCKET
 from .errors import ConfigError
 from .loopback import is_loopback
 
 ENV_PREFIX = "TOKENRELAY_"
-DEFAULT_SOCKET = "/var/run/tokenrelay/tokenrelay.sock"
 DEFAULT_ID_TOKEN_FILE = "/var/run/secrets/tokens/oidc-token"
 ID_TOKEN_SOURCES = ("file", "env", "github-actions")
 LOG_FORMATS = ("json", "text")

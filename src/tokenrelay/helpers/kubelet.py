@@ -21,6 +21,7 @@ import os
 import sys
 import time
 
+from ..client import SOCKET_ENV
 from .fallback import (
     AUTH_URL_ENV,
     IDENTITY_ENV,
@@ -31,7 +32,7 @@ from .fallback import (
     token_expiry,
 )
 from .hosts import HOSTS_ENV, HostsError, load, match
-from .source import SOCKET_ENV, Credential, CredentialError, fetcher
+from .source import Credential, CredentialError, fetcher
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

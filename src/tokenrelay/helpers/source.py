@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import os
 
-from ..client import DEFAULT_SOCKET, LocalApiError, fetch_token, fetch_token_text
+from ..client import LocalApiError, fetch_token, fetch_token_text, socket_path
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
-SOCKET_ENV = "TOKENRELAY_SOCKET"
 # The sidecar waits up to its --wait-timeout (10 s by default) when it holds no token yet.
 SOCKET_TIMEOUT = 15.0
 
@@ -53,10 +52,6 @@ class Credential:
         return issued, expires
 
 
-def socket_path(environ: Mapping[str, str]) -> str:
-    return environ.get(SOCKET_ENV) or DEFAULT_SOCKET
-
-
 def fetch(audience: str, environ: Mapping[str, str] | None = None, *, expiry: bool = True) -> Credential:
     """A token for ``audience``; raises CredentialError.
 
@@ -64,7 +59,7 @@ def fetch(audience: str, environ: Mapping[str, str] | None = None, *, expiry: bo
     asks the credential's ``times()`` (which then reads them from the token alone).
     """
     env = os.environ if environ is None else environ
-    path = socket_path(env)
+    path = socket_path(environ=env)
     try:
         if not expiry:
             return Credential(fetch_token_text(path, audience, timeout=SOCKET_TIMEOUT))
