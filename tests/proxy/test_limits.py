@@ -89,3 +89,23 @@ async def test_remote_listen_logs_a_warning(
         await proxy.start()
     await proxy.stop()
     assert any("non-loopback" in record.getMessage() for record in caplog.records)
+
+
+async def test_bytes_sent_before_the_101_follow_the_upgrade(proxied: Proxied) -> None:
+    """A WebSocket frame written right behind the handshake is held until the 101, then delivered."""
+    mask = b"\x01\x02\x03\x04"
+    frame = b"\x81\x83" + mask + bytes(c ^ mask[i % 4] for i, c in enumerate(b"abc"))
+    reader, writer = await asyncio.open_connection("127.0.0.1", proxied.port)
+    writer.write(
+        b"GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+        b"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n" + frame
+    )
+    received = b""
+    async with asyncio.timeout(5):
+        while b"echo abc" not in received:
+            chunk = await reader.read(65536)
+            assert chunk, received
+            received += chunk
+    writer.close()
+    assert received.startswith(b"HTTP/1.1 101 Switching Protocols")
+    assert b"hello t1" in received

@@ -43,6 +43,7 @@ _UPSTREAM_FULL = 1  # the upstream's socket buffer is full
 _QUEUED = 2  # a pipelined request waits for the one before it
 _PENDING_FULL = 4  # the body held for an unbound request is large
 _STOPPED = 8  # nothing more will be read (refused, or closing)
+_UPGRADING = 16  # an upgrade request waits for its 101: what follows is not HTTP, or not ours to send
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +140,7 @@ class ClientConnection(asyncio.Protocol):
         self._paused = 0
         self._writing_paused = False
         self._upgrading: Exchange | None = None
+        self._held: list[bytes] = []  # what the client sent after an upgrade request, until its 101
         self._spliced: UpstreamConnection | None = None
         self._task: asyncio.Task[None] | None = None
         self._closing = False
@@ -165,9 +167,8 @@ class ClientConnection(asyncio.Protocol):
         if self._paused & _STOPPED:
             return
         upgrading = self._upgrading
-        if upgrading is not None:
-            self._forward(upgrading, data)
-            self._flush()
+        if upgrading is not None and upgrading.complete:
+            self._hold(data)
             return
         if not self._in_body:
             self._unparsed += len(data)
@@ -176,11 +177,8 @@ class ClientConnection(asyncio.Protocol):
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserUpgrade as exc:
-            exchange = self._upgrading
-            if exchange is not None:
-                rest = data[exc.args[0] :]
-                if rest:
-                    self._forward(exchange, rest)
+            if self._upgrading is not None:
+                self._hold(data[exc.args[0] :])
         except httptools.HttpParserCallbackError as exc:
             cause = exc.__context__
             if not isinstance(cause, _Refuse):
@@ -361,6 +359,10 @@ class ClientConnection(asyncio.Protocol):
             self._server.observer.request(exchange.status, monotonic() - exchange.started)
         for data in exchange.pending if exchange is not None else ():
             conn.write(data)
+        for data in self._held:
+            conn.write(data)
+        self._held = []
+        self._resume(_UPGRADING)
         return self.transport
 
     # -- what the server calls -------------------------------------------------------------------
@@ -493,6 +495,16 @@ class ClientConnection(asyncio.Protocol):
             exchange.pending_size += len(data)
             if exchange.pending_size > PENDING_LIMIT:
                 self._pause(_PENDING_FULL)
+
+    def _hold(self, data: bytes) -> None:
+        """Keep what follows an upgrade request until the upstream agrees to switch (101).
+
+        Sent any earlier, it would be read by an upstream that refused the upgrade as the next
+        request on that connection: smuggled, and paired with whoever's request comes next.
+        """
+        if data:
+            self._held.append(data)
+        self._pause(_UPGRADING)
 
     def _flush(self) -> None:
         out = self._out

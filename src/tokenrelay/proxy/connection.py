@@ -233,7 +233,8 @@ class UpstreamConnection(asyncio.Protocol):
     def _finish(self, client: ClientConnection) -> None:
         exchange = self.exchange
         assert exchange is not None
-        reusable = self._reusable and not self._to_close and exchange.sent_all()
+        # After an upgrade request the upstream's idea of the framing may differ from ours: never reuse.
+        reusable = self._reusable and not self._to_close and exchange.sent_all() and not exchange.upgrade
         self.client = None
         self.exchange = None
         self._done = False
