@@ -8,6 +8,7 @@ import asyncio
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Mapping
@@ -139,3 +140,16 @@ async def sidecar(args: list[str], socket: Path, log: Path) -> AsyncIterator[asy
         if process.returncode is None:
             process.send_signal(signal.SIGTERM)
         await asyncio.wait_for(process.wait(), 20)
+
+
+async def command(*argv: str, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run a command off the event loop (the emulator in this loop must keep answering meanwhile)."""
+    return await asyncio.to_thread(
+        subprocess.run,
+        list(argv),
+        env=None if env is None else dict(env),
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
