@@ -7,6 +7,7 @@ provider, and uv's, run the ``keyring`` command found on PATH. Either must see t
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import shutil
 import subprocess
@@ -29,12 +30,19 @@ def in_process() -> Check:
             f"if pip or twine should get tokens here: {INSTALL}",
         )
     import keyring
+    import keyring.backend
     import keyring.core
     from keyring.backends.chainer import ChainerBackend
 
     from ..helpers.keyring_backend import TokenRelayKeyring
 
-    keyring.core.init_backend()  # afresh: the environment decides which backends are viable
+    # Afresh: keyring decides once per process which backends are viable, and ours depends on the
+    # environment (a long-lived caller, such as a test run, may have changed it since).
+    reset = getattr(keyring.backend.get_all_keyring, "reset", None)
+    if callable(reset):
+        with contextlib.suppress(KeyError):  # never called yet: nothing to forget
+            reset()
+    keyring.core.init_backend()
     chosen = keyring.get_keyring()
     backends = list(chosen.backends) if isinstance(chosen, ChainerBackend) else [chosen]
     if any(isinstance(backend, TokenRelayKeyring) for backend in backends):

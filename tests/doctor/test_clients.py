@@ -1,0 +1,153 @@
+"""The doctor's client checks, with real config files for docker, podman and git in a temporary HOME
+(and real git reading them)."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tokenrelay.doctor.report import Outcome
+
+from .conftest import doctor, finding, tool
+
+HOST = "registry.example.test"
+
+
+@pytest.fixture
+def hosts(environ: dict[str, str]) -> dict[str, str]:
+    return {**environ, "TOKENRELAY_HOSTS": f"{HOST},git.example.test"}
+
+
+def docker_config(environ: dict[str, str], content: object) -> Path:
+    path = Path(environ["HOME"]) / ".docker" / "config.json"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(json.dumps(content))
+    return path
+
+
+async def test_docker_with_our_helper_passes(hosts: dict[str, str]) -> None:
+    """credHelpers naming tokenrelay for the host passes for docker and for podman (which reads it too)."""
+    docker_config(hosts, {"credHelpers": {HOST: "tokenrelay"}})
+    report = await doctor([], hosts)
+    assert finding(report, f"clients.docker.{HOST}").outcome is Outcome.PASSED
+    assert finding(report, f"clients.podman.{HOST}").outcome is Outcome.PASSED
+    assert finding(report, "clients.docker.git.example.test").outcome is Outcome.SKIPPED
+
+
+async def test_docker_with_another_creds_store_names_the_cred_helpers_fix(hosts: dict[str, str]) -> None:
+    """A credsStore of another helper fails for docker, with the exact credHelpers entry that fixes it."""
+    path = docker_config(hosts, {"credsStore": "desktop", "auths": {}})
+    check = finding(await doctor([], hosts), f"clients.docker.{HOST}")
+    assert check.outcome is Outcome.FAILED
+    assert "docker-credential-desktop" in check.message
+    assert check.fix is not None and f'"credHelpers": {{"{HOST}": "tokenrelay"}} in {path}' in check.fix
+
+
+async def test_a_stored_podman_login_ahead_of_tokenrelay_names_the_logout(hosts: dict[str, str]) -> None:
+    """A podman login stored in $XDG_RUNTIME_DIR/containers/auth.json shadows our credHelpers in
+    ~/.docker/config.json: the check fails naming that file and `podman logout --authfile`."""
+    docker_config(hosts, {"credHelpers": {HOST: "tokenrelay"}})
+    auth = Path(hosts["XDG_RUNTIME_DIR"]) / "containers" / "auth.json"
+    auth.parent.mkdir()
+    auth.write_text(json.dumps({"auths": {HOST: {"auth": "X3Rva2VuOm9sZA=="}}}))
+    report = await doctor([], hosts)
+    assert finding(report, f"clients.docker.{HOST}").outcome is Outcome.PASSED
+    check = finding(report, f"clients.podman.{HOST}")
+    assert check.outcome is Outcome.FAILED
+    assert str(auth) in check.message
+    assert check.fix is not None and f"podman logout --authfile {auth} {HOST}" in check.fix
+
+
+async def test_registry_auth_file_is_read_first(hosts: dict[str, str], tmp_path: Path) -> None:
+    """REGISTRY_AUTH_FILE replaces the runtime auth file as podman's first, and its helper wins."""
+    auth = tmp_path / "ci-auth.json"
+    auth.write_text(json.dumps({"credHelpers": {HOST: "ecr-login"}}))
+    docker_config(hosts, {"credHelpers": {HOST: "tokenrelay"}})
+    check = finding(await doctor([], {**hosts, "REGISTRY_AUTH_FILE": str(auth)}), f"clients.podman.{HOST}")
+    assert check.outcome is Outcome.FAILED
+    assert "docker-credential-ecr-login" in check.message and str(auth) in check.message
+
+
+def git(environ: dict[str, str], *args: str, stdin: str | None = None) -> str:
+    """Real git in the test's HOME (no loopback server runs in these tests' event loop)."""
+    done = subprocess.run(
+        [tool("git"), *args], env=environ, input=stdin, check=True, capture_output=True, text=True, timeout=30
+    )
+    return done.stdout
+
+
+async def test_a_storing_git_helper_is_flagged_and_the_fix_works(hosts: dict[str, str]) -> None:
+    """`store` configured for every host alongside tokenrelay fails, and running the exact `git config`
+    commands the doctor gives leaves tokenrelay alone in git's list."""
+    git(hosts, "config", "--global", "credential.https://git.example.test.helper", "tokenrelay")
+    git(hosts, "config", "--global", "credential.https://git.example.test.username", "_token")
+    git(hosts, "config", "--global", "credential.helper", "store")
+    check = finding(await doctor([], hosts), "clients.git.git.example.test")
+    assert check.outcome is Outcome.FAILED
+    assert "store" in check.message and "keeps the API token" in check.message
+    assert check.fix is not None
+    commands = [line.strip() for line in check.fix.splitlines()[1:]]
+    assert "git config --global --add credential.https://git.example.test.helper ''" in commands
+    for line in commands:
+        git(hosts, *shlex.split(line)[1:])
+    fixed = finding(await doctor([], hosts), "clients.git.git.example.test")
+    assert fixed.outcome is Outcome.PASSED, fixed
+    assert fixed.details["helpers"] == ["tokenrelay"]
+    kept = git(hosts, "config", "--global", "credential.https://git.example.test.username")
+    assert kept.strip() == "_token"
+
+
+async def test_a_storing_helper_ahead_of_tokenrelay_replays_its_token(hosts: dict[str, str]) -> None:
+    """A cache helper before tokenrelay fails as the one that answers first with an expired token."""
+    git(hosts, "config", "--global", "credential.helper", "cache --timeout=3600")
+    git(hosts, "config", "--global", "--add", "credential.helper", "tokenrelay")
+    check = finding(await doctor([], hosts), "clients.git.git.example.test")
+    assert check.outcome is Outcome.FAILED
+    assert "answers first" in check.message
+
+
+async def test_git_agrees_with_the_doctor_on_the_order(hosts: dict[str, str], tmp_path: Path) -> None:
+    """Real git asks the helpers in the order the doctor reports: with `store` ahead, git hands out the
+    stored password, not tokenrelay's."""
+    helper = tmp_path / "bin" / "git-credential-tokenrelay"
+    helper.parent.mkdir()
+    helper.write_text('#!/bin/sh\n[ "$1" = get ] && echo password=from-tokenrelay\nexit 0\n')
+    helper.chmod(0o755)
+    (Path(hosts["HOME"]) / ".git-credentials").write_text("https://_token:stale-token@git.example.test\n")
+    git(hosts, "config", "--global", "credential.helper", "store")
+    git(hosts, "config", "--global", "--add", "credential.https://git.example.test.helper", str(helper))
+    check = finding(await doctor([], hosts), "clients.git.git.example.test")
+    assert check.outcome is Outcome.FAILED and "answers first" in check.message
+    filled = git(hosts, "credential", "fill", stdin="protocol=https\nhost=git.example.test\n\n")
+    assert "password=stale-token" in filled
+
+
+async def test_keyring_forced_to_another_backend_names_the_variable(
+    hosts: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PYTHON_KEYRING_BACKEND forcing another backend fails the keyring check, naming the variable."""
+    pytest.importorskip("keyring")
+    monkeypatch.setenv("TOKENRELAY_HOSTS", hosts["TOKENRELAY_HOSTS"])
+    monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyring.backends.null.Keyring")
+    check = finding(await doctor([], hosts), "clients.keyring.import")
+    assert check.outcome is Outcome.FAILED
+    assert check.fix is not None and "PYTHON_KEYRING_BACKEND" in check.fix
+
+
+async def test_keyring_finds_our_backend(hosts: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """With hosts configured, keyring in this environment chooses tokenrelay's backend."""
+    pytest.importorskip("keyring")
+    monkeypatch.setenv("TOKENRELAY_HOSTS", hosts["TOKENRELAY_HOSTS"])
+    monkeypatch.delenv("PYTHON_KEYRING_BACKEND", raising=False)
+    assert finding(await doctor([], hosts), "clients.keyring.import").outcome is Outcome.PASSED
+
+
+async def test_a_malformed_host_list_names_the_variable(environ: dict[str, str]) -> None:
+    """A TOKENRELAY_HOSTS entry that is not host[:port][=audience] fails clients.hosts, naming it."""
+    check = finding(await doctor([], {**environ, "TOKENRELAY_HOSTS": "https://x/y"}), "clients.hosts")
+    assert check.outcome is Outcome.FAILED
+    assert "TOKENRELAY_HOSTS" in check.message and check.fix is not None
