@@ -13,7 +13,7 @@ import aiohttp
 
 from .. import client, config
 from . import clients, oidc, service, settings, sidecar
-from .report import Report, skipped
+from .report import Outcome, Report, skipped
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -47,8 +47,15 @@ async def diagnose(args: argparse.Namespace, environ: Mapping[str, str]) -> Repo
             report.add(*reached)
             if token is None or token.claims is None:
                 report.add(skipped("service.exchange", "no usable OIDC token: no exchange tried"))
-            elif any(c.id == "service.reach" and c.outcome.value == "failed" for c in reached):
-                report.add(skipped("service.exchange", "the token service is unreachable: no exchange tried"))
+            elif any(
+                c.id in ("service.reach", "service.tls") and c.outcome is Outcome.FAILED for c in reached
+            ):
+                report.add(
+                    skipped(
+                        "service.exchange",
+                        "the token service cannot be reached or trusted: no exchange tried",
+                    )
+                )
             else:
                 report.add(*await service.exchanges(loaded, session, token, loaded.audiences))
     path = loaded.socket if loaded is not None else client.socket_path(None, environ)
