@@ -151,3 +151,21 @@ async def test_a_malformed_host_list_names_the_variable(environ: dict[str, str])
     check = finding(await doctor([], {**environ, "TOKENRELAY_HOSTS": "https://x/y"}), "clients.hosts")
     assert check.outcome is Outcome.FAILED
     assert "TOKENRELAY_HOSTS" in check.message and check.fix is not None
+
+
+async def test_registries_conf_helpers_ahead_of_the_auth_files_are_named(hosts: dict[str, str]) -> None:
+    """credential-helpers in the user's registries.conf: another helper first warns, and a list without
+    the auth files fails, each naming the file; tokenrelay listed there passes."""
+    docker_config(hosts, {"credHelpers": {HOST: "tokenrelay"}})
+    conf = Path(hosts["HOME"]) / ".config" / "containers" / "registries.conf"
+    conf.parent.mkdir(parents=True)
+    conf.write_text('credential-helpers = ["secretservice", "containers-auth.json"]\n')
+    check = finding(await doctor([], hosts), f"clients.podman.{HOST}")
+    assert check.outcome is Outcome.WARNING
+    assert "docker-credential-secretservice" in check.message and str(conf) in check.message
+    conf.write_text('credential-helpers = ["secretservice"]\n')
+    check = finding(await doctor([], hosts), f"clients.podman.{HOST}")
+    assert check.outcome is Outcome.FAILED
+    assert check.fix is not None and '"containers-auth.json"' in check.fix and str(conf) in check.fix
+    conf.write_text('credential-helpers = ["tokenrelay"]\n')
+    assert finding(await doctor([], hosts), f"clients.podman.{HOST}").outcome is Outcome.PASSED

@@ -164,6 +164,7 @@ async def test_a_claim_match_mismatch_gives_the_exact_values(
     assert "sub=system:serviceaccount:team:other" in check.message
     assert check.fix is not None
     assert f'{{"issuer": "{platform.url}", "subject": "system:serviceaccount:team:other"}}' in check.fix
+    assert "annotate the service account team/other with tokenrelay.dev/identity" in check.fix
 
 
 async def test_an_unknown_identity_names_the_flag(platform: Platform, environ: dict[str, str]) -> None:

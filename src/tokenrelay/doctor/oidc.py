@@ -33,6 +33,14 @@ class OidcToken:
     value: str = field(repr=False)
     claims: dict[str, Any] | None
 
+    @property
+    def kubernetes(self) -> str | None:
+        """``namespace/name`` of the service account of a Kubernetes token, else None."""
+        if self.claims is None or not _is_kubernetes(self.claims):
+            return None
+        namespace, name, _ = _service_account(self.claims)
+        return f"{namespace}/{name}"
+
 
 def _never(_: object = None) -> float:
     return 0.0  # a wall clock at 1970: the reader never refuses for expiry, we report it ourselves
@@ -192,6 +200,19 @@ def _is_kubernetes(claims: dict[str, Any]) -> bool:
 def _kubernetes(claims: dict[str, Any]) -> Check:
     if not _is_kubernetes(claims):
         return skipped("oidc.kubernetes", "not a Kubernetes service-account token")
+    namespace, name, pod = _service_account(claims)
+    where = f" (pod {pod})" if pod else ""
+    return passed(
+        "oidc.kubernetes",
+        f"a Kubernetes token of service account {namespace}/{name}{where}",
+        namespace=namespace,
+        serviceAccount=name,
+        pod=pod,
+    )
+
+
+def _service_account(claims: dict[str, Any]) -> tuple[Any, Any, Any]:
+    """(namespace, service account, pod) from the ``kubernetes.io`` claim, else from ``sub``."""
     k8s = claims.get("kubernetes.io")
     namespace = name = pod = None
     if isinstance(k8s, dict):
@@ -205,11 +226,4 @@ def _kubernetes(claims: dict[str, Any]) -> Check:
         parts = sub.split(":")
         if len(parts) == 4:
             namespace, name = parts[2], parts[3]
-    where = f" (pod {pod})" if pod else ""
-    return passed(
-        "oidc.kubernetes",
-        f"a Kubernetes token of service account {namespace}/{name}{where}",
-        namespace=namespace,
-        serviceAccount=name,
-        pod=pod,
-    )
+    return namespace, name, pod

@@ -6,7 +6,9 @@ podman, skopeo and buildah (containers/image, ``pkg/docker/config``) read severa
 one yields a credential: ``$REGISTRY_AUTH_FILE`` (else ``$XDG_RUNTIME_DIR/containers/auth.json``, else
 ``/run/containers/<uid>/auth.json``), ``$XDG_CONFIG_HOME/containers/auth.json`` (``~/.config/...``),
 ``$DOCKER_CONFIG/config.json`` (else ``~/.docker/config.json``), ``~/.dockercfg``; in each file
-``credHelpers[host]`` comes before ``auths``, and ``credsStore`` is not read at all.
+``credHelpers[host]`` comes before ``auths``, and ``credsStore`` is not read at all. Those files are
+one entry (``containers-auth.json``) of registries.conf's ``credential-helpers`` list, the default
+and only entry unless someone set it.
 """
 
 from __future__ import annotations
@@ -14,13 +16,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..helpers.hosts import Host
-from .report import Check, failed, passed, skipped
+from .report import Check, failed, passed, skipped, warning
 
 OURS = "tokenrelay"
 # Docker Hub's credentials live under docker's historical index address.
@@ -147,20 +150,77 @@ def docker(host: Host, environ: Mapping[str, str]) -> Check:
     )
 
 
+AUTH_FILES = "containers-auth.json"  # registries.conf's name for "the auth files, in their order"
+SYSTEM_REGISTRIES_CONF = Path("/etc/containers/registries.conf")
+
+
+def credential_helpers(environ: Mapping[str, str]) -> tuple[list[str], str]:
+    """registries.conf's ``credential-helpers`` and the file that set it (the last one read does):
+    ``$CONTAINERS_REGISTRIES_CONF``, else ``~/.config/containers/registries.conf`` if it exists, else
+    the system's, then the ``registries.conf.d`` drop-ins in name order."""
+    config_home = Path(environ.get("XDG_CONFIG_HOME") or _home(environ) / ".config") / "containers"
+    if environ.get("CONTAINERS_REGISTRIES_CONF"):
+        files = [Path(environ["CONTAINERS_REGISTRIES_CONF"])]
+    else:
+        user = config_home / "registries.conf"
+        files = [user if user.exists() else SYSTEM_REGISTRIES_CONF]
+        for directory in (SYSTEM_REGISTRIES_CONF.with_suffix(".conf.d"), config_home / "registries.conf.d"):
+            files.extend(sorted(directory.glob("*.conf")) if directory.is_dir() else [])
+    helpers, source = [AUTH_FILES], "the default"
+    for path in files:
+        try:
+            value = tomllib.loads(path.read_text()).get("credential-helpers")
+        except (OSError, ValueError):
+            continue  # podman reports a broken registries.conf itself, loudly
+        if isinstance(value, list) and all(isinstance(item, str) for item in value):
+            helpers, source = list(value), str(path)
+    return helpers, source
+
+
 def containers(host: Host, environ: Mapping[str, str]) -> Check:
     name = f"clients.podman.{host.netloc}"
-    tried = []
+    helpers, source = credential_helpers(environ)
+    if AUTH_FILES not in helpers and OURS not in helpers:
+        return failed(
+            name,
+            f"credential-helpers in {source} leaves out {AUTH_FILES}: podman/skopeo/buildah never read "
+            "their auth files' credHelpers",
+            f'add "{AUTH_FILES}" or "{OURS}" to credential-helpers in {source}',
+        )
+    for helper in helpers:
+        if helper == OURS:
+            return _on_path(
+                name,
+                f"podman/skopeo/buildah ask tokenrelay for {host.netloc} (credential-helpers in {source})",
+                environ,
+            )
+        if helper != AUTH_FILES:
+            return warning(
+                name,
+                f"podman/skopeo/buildah ask docker-credential-{helper} (credential-helpers in {source}) for "
+                f"{host.netloc} before anything else; what it holds for the host wins",
+                f'put "{AUTH_FILES}" (or "{OURS}") first in credential-helpers in {source}',
+            )
+        found = _auth_files(name, host, environ)
+        if found is not None:
+            return found
+    existing = [str(path) for path in containers_paths(environ) if path.exists()]
+    files = ", ".join(existing) if existing else "none of their auth files exists"
+    return skipped(
+        name,
+        f"podman/skopeo/buildah are not set up to ask tokenrelay for {host.netloc} ({files})",
+        "if it is a registry: " + _helper_fix(docker_path(environ), host) + " (they read it too)",
+    )
+
+
+def _auth_files(name: str, host: Host, environ: Mapping[str, str]) -> Check | None:
+    """The verdict of the first auth file that speaks for ``host``; None when none does."""
     for path in containers_paths(environ):
         config = read(path)
         if config.error is not None:
-            return failed(
-                name,
-                f"podman/skopeo/buildah stop at {config.error}",
-                f"repair or remove {path}",
-            )
+            return failed(name, f"podman/skopeo/buildah stop at {config.error}", f"repair or remove {path}")
         if config.content is None:
             continue
-        tried.append(str(path))
         helper = _helper(config.content, host)
         if helper == OURS:
             return _on_path(name, f"podman/skopeo/buildah ask tokenrelay for {host.netloc} ({path})", environ)
@@ -179,12 +239,7 @@ def containers(host: Host, environ: Mapping[str, str]) -> Check:
                 f"{host.netloc}, before asking tokenrelay",
                 f"podman logout --authfile {path} {host.netloc}, then " + _helper_fix(path, host),
             )
-    files = ", ".join(tried) if tried else "none of their auth files exists"
-    return skipped(
-        name,
-        f"podman/skopeo/buildah are not set up to ask tokenrelay for {host.netloc} ({files})",
-        "if it is a registry: " + _helper_fix(docker_path(environ), host) + " (they read it too)",
-    )
+    return None
 
 
 def _on_path(name: str, message: str, environ: Mapping[str, str]) -> Check:

@@ -150,6 +150,11 @@ def _refused(name: str, audience: str, settings: Settings, token: OidcToken, exc
             f'{{"issuer": "{iss}", "subject": "{sub}"}} (PATCH the identity), or set --identity '
             "(env TOKENRELAY_IDENTITY) to the identity whose claimMatch names them"
         )
+        if token.kubernetes is not None:
+            fix += (
+                f"; for the kubelet credential provider, annotate the service account {token.kubernetes} "
+                "with tokenrelay.dev/identity: <the uid of an identity whose claimMatch names it>"
+            )
     elif code == aip193.Code.UNAUTHENTICATED or (code is None and exc.status == 401):
         fix = (
             f"the token service does not accept the OIDC token itself: its issuer {iss} must be one the "
