@@ -169,3 +169,41 @@ async def test_registries_conf_helpers_ahead_of_the_auth_files_are_named(hosts: 
     assert check.fix is not None and '"containers-auth.json"' in check.fix and str(conf) in check.fix
     conf.write_text('credential-helpers = ["tokenrelay"]\n')
     assert finding(await doctor([], hosts), f"clients.podman.{HOST}").outcome is Outcome.PASSED
+
+
+async def test_the_podman_verdict_agrees_with_real_skopeo(hosts: dict[str, str], tmp_path: Path) -> None:
+    """Real skopeo sends the stored login the doctor flags; after the doctor's own fix (run with real
+    podman) it asks tokenrelay, and the doctor passes."""
+    fake = tmp_path / "bin" / "docker-credential-tokenrelay"
+    fake.parent.mkdir()
+    fake.write_text('#!/bin/sh\nread host\necho \'{"Username":"_token","Secret":"from-tokenrelay"}\'\n')
+    fake.chmod(0o755)
+    env = {**hosts, "PATH": f"{fake.parent}:{hosts['PATH']}"}
+    docker_config(env, {"credHelpers": {HOST: "tokenrelay"}})
+    auth = Path(env["XDG_RUNTIME_DIR"]) / "containers" / "auth.json"
+    auth.parent.mkdir()
+    auth.write_text(json.dumps({"auths": {HOST: {"auth": "b2xkdXNlcjpzdGFsZQ=="}}}))  # olduser:stale
+
+    def login() -> str:
+        done = subprocess.run(
+            [tool("skopeo"), "login", "--get-login", HOST],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=60,
+        )
+        return done.stdout.strip()
+
+    def run_fix(command: str) -> None:
+        argv = shlex.split(command)
+        assert argv[0] == "podman"
+        subprocess.run([tool("podman"), *argv[1:]], env=env, check=True, capture_output=True, timeout=60)
+
+    check = finding(await doctor([], env), f"clients.podman.{HOST}")
+    assert check.outcome is Outcome.FAILED
+    assert login() == "olduser"
+    assert check.fix == f"podman logout --authfile {auth} {HOST}"
+    run_fix(check.fix)
+    assert login() == "_token"
+    assert finding(await doctor([], env), f"clients.podman.{HOST}").outcome is Outcome.PASSED

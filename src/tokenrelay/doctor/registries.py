@@ -215,7 +215,8 @@ def containers(host: Host, environ: Mapping[str, str]) -> Check:
 
 def _auth_files(name: str, host: Host, environ: Mapping[str, str]) -> Check | None:
     """The verdict of the first auth file that speaks for ``host``; None when none does."""
-    for path in containers_paths(environ):
+    paths = containers_paths(environ)
+    for index, path in enumerate(paths):
         config = read(path)
         if config.error is not None:
             return failed(name, f"podman/skopeo/buildah stop at {config.error}", f"repair or remove {path}")
@@ -237,9 +238,19 @@ def _auth_files(name: str, host: Host, environ: Mapping[str, str]) -> Check | No
                 name,
                 f"podman/skopeo/buildah send the login stored under auths[{stored!r}] in {path} to "
                 f"{host.netloc}, before asking tokenrelay",
-                f"podman logout --authfile {path} {host.netloc}, then " + _helper_fix(path, host),
+                f"podman logout --authfile {path} {host.netloc}"
+                + ("" if _ours_later(paths[index + 1 :], host) else ", then " + _helper_fix(path, host)),
             )
     return None
+
+
+def _ours_later(paths: list[Path], host: Host) -> bool:
+    """True when a later auth file names tokenrelay for ``host``, so removing the login is enough."""
+    for path in paths:
+        content = read(path).content
+        if content is not None and (helper := _helper(content, host)) is not None:
+            return helper == OURS
+    return False
 
 
 def _on_path(name: str, message: str, environ: Mapping[str, str]) -> Check:
