@@ -207,3 +207,12 @@ async def test_the_podman_verdict_agrees_with_real_skopeo(hosts: dict[str, str],
     run_fix(check.fix)
     assert login() == "_token"
     assert finding(await doctor([], env), f"clients.podman.{HOST}").outcome is Outcome.PASSED
+
+
+async def test_a_loopback_git_host_over_plain_http_is_found(environ: dict[str, str]) -> None:
+    """For a loopback host (where plain http gets a token) git's http:// helper list is the one read."""
+    env = {**environ, "TOKENRELAY_HOSTS": "127.0.0.1:8418"}
+    git(env, "config", "--global", "credential.http://127.0.0.1:8418.helper", "tokenrelay")
+    check = finding(await doctor([], env), "clients.git.127.0.0.1:8418")
+    assert check.outcome is Outcome.PASSED
+    assert "http://127.0.0.1:8418" in check.message

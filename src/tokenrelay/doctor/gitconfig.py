@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..helpers.hosts import Host
+from ..loopback import is_loopback
 from .report import Check, failed, passed, skipped, warning
 
 STORING = frozenset(
@@ -116,11 +117,11 @@ def kind(value: str) -> str:
     return "other"
 
 
-def helper_list(found: list[Entry], target: Host) -> list[Entry]:
-    """The helpers git will ask for ``https://host``, in order, after empty values reset the list."""
+def helper_list(found: list[Entry], target: Host, scheme: str = "https") -> list[Entry]:
+    """The helpers git will ask for ``scheme://host``, in order, after empty values reset the list."""
     helpers: list[Entry] = []
     for entry in found:
-        if entry.name != "helper" or not matches(entry, target):
+        if entry.name != "helper" or not matches(entry, target, scheme):
             continue
         if entry.value == "":
             helpers = []
@@ -131,14 +132,18 @@ def helper_list(found: list[Entry], target: Host) -> list[Entry]:
 
 def check(host: Host, found: list[Entry], environ: Mapping[str, str]) -> Check:
     name = f"clients.git.{host.netloc}"
-    url = f"https://{host.netloc}"
-    helpers = helper_list(found, host)
+    # Plain http gets a token only on loopback (helpers.hosts.match): look there for it too.
+    scheme = "https"
+    if is_loopback(host.name) and not _has_ours(helper_list(found, host)):
+        scheme = "http" if _has_ours(helper_list(found, host, "http")) else scheme
+    url = f"{scheme}://{host.netloc}"
+    helpers = helper_list(found, host, scheme)
     order = ", ".join(f"{e.value} ({_where(e)})" for e in helpers)
     if not any(kind(e.value) == "ours" for e in helpers):
         return skipped(
             name,
             f"git is not set up to ask tokenrelay for {url}" + (f"; it asks: {order}" if helpers else ""),
-            "if it is a git host: " + "; ".join(_commands(host, found, helpers)),
+            "if it is a git host: " + "; ".join(_commands(url, found, helpers)),
         )
     storing = [e for e in helpers if kind(e.value) == "storing"]
     first_ours = next(i for i, e in enumerate(helpers) if kind(e.value) == "ours")
@@ -152,7 +157,7 @@ def check(host: Host, found: list[Entry], environ: Mapping[str, str]) -> Check:
         return failed(
             name,
             f"git asks, for {url}: {order}; the storing helper {storing[0].value!r} {harm}",
-            "run:\n" + "\n".join(_commands(host, found, helpers)),
+            "run:\n" + "\n".join(_commands(url, found, helpers)),
             helpers=[e.value for e in helpers],
         )
     ahead_other = helpers[:first_ours]
@@ -161,7 +166,7 @@ def check(host: Host, found: list[Entry], environ: Mapping[str, str]) -> Check:
             name,
             f"git asks, for {url}: {order}; {ahead_other[0].value!r} comes before tokenrelay and "
             "may answer instead",
-            "run:\n" + "\n".join(_commands(host, found, helpers)),
+            "run:\n" + "\n".join(_commands(url, found, helpers)),
             helpers=[e.value for e in helpers],
         )
     if kind_needs_path(helpers[first_ours].value) and not shutil.which(
@@ -176,6 +181,10 @@ def check(host: Host, found: list[Entry], environ: Mapping[str, str]) -> Check:
     return passed(name, f"git asks, for {url}: {order}", helpers=[e.value for e in helpers])
 
 
+def _has_ours(helpers: list[Entry]) -> bool:
+    return any(kind(entry.value) == "ours" for entry in helpers)
+
+
 def kind_needs_path(value: str) -> bool:
     """A bare helper name is run as git-credential-<name> from PATH."""
     word = value.strip().split(" ", 1)[0]
@@ -186,7 +195,7 @@ def _where(entry: Entry) -> str:
     return f"{entry.scope} {entry.origin.removeprefix('file:')}"
 
 
-def _commands(host: Host, found: list[Entry], helpers: list[Entry]) -> list[str]:
+def _commands(url: str, found: list[Entry], helpers: list[Entry]) -> list[str]:
     """The ``git config`` commands that leave tokenrelay alone in git's list for the host.
 
     They go in the scope of the last helper to override (so that git reads them after it), into a
@@ -198,13 +207,12 @@ def _commands(host: Host, found: list[Entry], helpers: list[Entry]) -> list[str]
     if scope == "command":
         return [
             "drop the storing helper from `git -c` / GIT_CONFIG_COUNT / GIT_CONFIG_PARAMETERS, then "
-            + "; ".join(_commands_in("global", host, found))
+            + "; ".join(_commands_in("global", url, found))
         ]
-    return _commands_in(scope, host, found)
+    return _commands_in(scope, url, found)
 
 
-def _commands_in(scope: str, host: Host, found: list[Entry]) -> list[str]:
-    url = f"https://{host.netloc}"
+def _commands_in(scope: str, url: str, found: list[Entry]) -> list[str]:
     mine = [e for e in found if e.scope == scope and e.url == url]
     commands = []
     if mine:
