@@ -216,3 +216,20 @@ async def test_a_loopback_git_host_over_plain_http_is_found(environ: dict[str, s
     check = finding(await doctor([], env), "clients.git.127.0.0.1:8418")
     assert check.outcome is Outcome.PASSED
     assert "http://127.0.0.1:8418" in check.message
+
+
+async def test_a_bug_in_a_check_is_one_failed_line_not_a_traceback(
+    hosts: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A check that crashes becomes one failed line asking for a report; the other groups still run."""
+    from tokenrelay.doctor import registries
+
+    def broken(*args: object) -> None:
+        raise TypeError("boom")
+
+    monkeypatch.setattr(registries, "docker", broken)
+    report = await doctor([], hosts)
+    check = finding(report, "clients.internal")
+    assert check.outcome is Outcome.FAILED and "TypeError" in check.message
+    assert finding(report, "sidecar.socket").outcome is Outcome.FAILED  # the sidecar group ran
+    assert report.exit_status() == 1
