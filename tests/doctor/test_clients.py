@@ -172,8 +172,8 @@ async def test_registries_conf_helpers_ahead_of_the_auth_files_are_named(hosts: 
 
 
 async def test_the_podman_verdict_agrees_with_real_skopeo(hosts: dict[str, str], tmp_path: Path) -> None:
-    """Real skopeo sends the stored login the doctor flags; after the doctor's own fix (run with real
-    podman) it asks tokenrelay, and the doctor passes."""
+    """Real skopeo sends the stored login the doctor flags; after the doctor's own fix (its logout,
+    run with real skopeo) it asks tokenrelay, and the doctor passes."""
     fake = tmp_path / "bin" / "docker-credential-tokenrelay"
     fake.parent.mkdir()
     fake.write_text('#!/bin/sh\nread host\necho \'{"Username":"_token","Secret":"from-tokenrelay"}\'\n')
@@ -196,9 +196,11 @@ async def test_the_podman_verdict_agrees_with_real_skopeo(hosts: dict[str, str],
         return done.stdout.strip()
 
     def run_fix(command: str) -> None:
+        # skopeo's logout takes the same arguments as podman's (both containers/image), and CI
+        # installs skopeo, not podman.
         argv = shlex.split(command)
         assert argv[0] == "podman"
-        subprocess.run([tool("podman"), *argv[1:]], env=env, check=True, capture_output=True, timeout=60)
+        subprocess.run([tool("skopeo"), *argv[1:]], env=env, check=True, capture_output=True, timeout=60)
 
     check = finding(await doctor([], env), f"clients.podman.{HOST}")
     assert check.outcome is Outcome.FAILED
