@@ -12,7 +12,7 @@ import pytest
 
 from tokenrelay.doctor.report import Outcome
 
-from .conftest import doctor, finding, tool
+from .conftest import BIN, doctor, finding, tool
 
 HOST = "registry.example.test"
 
@@ -235,3 +235,18 @@ async def test_a_bug_in_a_check_is_one_failed_line_not_a_traceback(
     assert check.outcome is Outcome.FAILED and "TypeError" in check.message
     assert finding(report, "sidecar.socket").outcome is Outcome.FAILED  # the sidecar group ran
     assert report.exit_status() == 1
+
+
+async def test_our_helper_missing_from_path_is_named(hosts: dict[str, str]) -> None:
+    """credHelpers naming tokenrelay while docker-credential-tokenrelay is not on PATH fails, saying so."""
+    docker_config(hosts, {"credHelpers": {HOST: "tokenrelay"}})
+    check = finding(await doctor([], {**hosts, "PATH": "/usr/bin:/bin"}), f"clients.docker.{HOST}")
+    assert check.outcome is Outcome.FAILED
+    assert "not on PATH" in check.message and check.fix is not None and "PATH" in check.fix
+
+
+async def test_the_keyring_command_uv_runs_lists_our_backend(hosts: dict[str, str]) -> None:
+    """The keyring command on PATH (this venv's, as uv would run it) lists tokenrelay's backend."""
+    assert (BIN / "keyring").exists()  # keyring is a test dependency: its command is in this venv
+    check = finding(await doctor([], hosts), "clients.keyring.command")
+    assert check.outcome is Outcome.PASSED, check
