@@ -27,6 +27,12 @@ PLUGINS: dict[str, tuple[str, str]] = {
         "tokenrelay.devmode",
         "run the emulator, a sidecar wired to it and the proxy: the whole thing locally",
     ),
+    "doctor": (
+        "tokenrelay.doctor.cli",
+        "check the set-up where you are (settings, OIDC token, token service, sidecar, clients) "
+        "and say how to fix what is wrong",
+    ),
+    "status": ("tokenrelay.status", "show a running sidecar's tokens, refreshes and failures"),
     "kubelet-credential-provider": (
         "tokenrelay.helpers.kubelet",
         "kubelet image credential provider (credentialprovider.kubelet.k8s.io/v1)",

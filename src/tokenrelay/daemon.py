@@ -15,7 +15,7 @@ import contextlib
 import logging
 import signal
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import aiohttp
 from aiohttp import web
@@ -25,6 +25,7 @@ from .config import Settings
 from .exchanger import Exchanger
 from .provider import Observer, TokenProvider, TokenProviders
 from .reloader import Reloader
+from .status import StatusBoard
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -46,11 +47,15 @@ class SocketServer:
     """The local API on the Unix socket."""
 
     def __init__(
-        self, settings: Settings, providers: TokenProviders, count: Callable[[str], None] = lambda via: None
+        self,
+        settings: Settings,
+        providers: TokenProviders,
+        count: Callable[[str], None] = lambda via: None,
+        status: Callable[[], dict[str, Any]] | None = None,
     ) -> None:
         self._settings = settings
         self._runner = web.AppRunner(
-            localapi.create_app(providers, providers.ready, count),
+            localapi.create_app(providers, providers.ready, count, status),
             access_log=None,
             handle_signals=False,
             shutdown_timeout=settings.shutdown_grace,
@@ -107,13 +112,15 @@ async def serve(
     file_sinks = sinks.from_settings(settings.token_files, settings.token_file_mode)
     connector = aiohttp.TCPConnector(limit=16, ttl_dns_cache=60)
     async with aiohttp.ClientSession(connector=connector, trust_env=True) as session:
+        id_tokens = idtoken.from_settings(settings, session, environ)
+        board = StatusBoard(id_tokens.description, forward=metrics.id_token if metrics else None)
         exchanger = Exchanger(
             session,
             settings.auth_url,
             settings.identity,
-            idtoken.from_settings(settings, session, environ),
+            id_tokens,
             timeout=settings.exchange_timeout,
-            on_id_token=metrics.id_token if metrics else None,
+            on_id_token=board.id_token,
         )
         if settings.once:
             providers = build_providers(settings, exchanger, observers)
@@ -140,7 +147,14 @@ async def serve(
             components.append(
                 ProxyServer.from_settings(settings, providers, metrics.proxy if metrics else None)
             )
-        components.append(SocketServer(settings, providers, metrics.count if metrics else _uncounted))
+        components.append(
+            SocketServer(
+                settings,
+                providers,
+                metrics.count if metrics else _uncounted,
+                lambda: board.document(providers.statuses()),
+            )
+        )
         started: list[Component] = []
         loop = asyncio.get_running_loop()
         _install_signals(loop, stop, Reloader(settings, reload, providers, file_sinks))

@@ -1,4 +1,4 @@
-"""The local API served over the Unix socket: the current token, liveness and readiness.
+"""The local API on the Unix socket: the current token, the sidecar's status, liveness and readiness.
 
 ``GET /v1/token[?audience=AUD]`` answers ``{"token", "expireTime", "audience"}`` (or the bare token
 with ``Accept: text/plain``); refusals are AIP-193 bodies like the upstream's, so one client code
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from typing import Any
 
 from aiohttp import web
 
@@ -21,6 +22,7 @@ TOKENS = web.AppKey("tokens", TokenSource)
 READY: web.AppKey[Callable[[], str | None]] = web.AppKey("ready")
 COUNT: web.AppKey[Callable[[str], None]] = web.AppKey("count")
 BODIES: web.AppKey[EncodedTokens] = web.AppKey("bodies")
+STATUS: web.AppKey[Callable[[], dict[str, Any]]] = web.AppKey("status")
 
 _NO_STORE = {"Cache-Control": "no-store"}
 # Whole header sets, so that aiohttp does not parse a content_type argument on every answer.
@@ -88,6 +90,11 @@ async def readyz(request: web.Request) -> web.Response:
     return error_response(503, Code.UNAVAILABLE, f"not ready: {reason}", "NOT_READY")
 
 
+async def get_status(request: web.Request) -> web.Response:
+    """The sidecar's state (see ``status``): fingerprints and times, never a token."""
+    return web.json_response(request.app[STATUS](), headers=_NO_STORE)
+
+
 def health_routes(app: web.Application) -> None:
     """/healthz and /readyz, shared with the metrics port."""
     app.router.add_get("/healthz", healthz)
@@ -95,7 +102,10 @@ def health_routes(app: web.Application) -> None:
 
 
 def create_app(
-    tokens: TokenSource, ready: Callable[[], str | None], count: Callable[[str], None] = lambda via: None
+    tokens: TokenSource,
+    ready: Callable[[], str | None],
+    count: Callable[[str], None] = lambda via: None,
+    status: Callable[[], dict[str, Any]] | None = None,
 ) -> web.Application:
     app = web.Application()
     app[TOKENS] = tokens
@@ -103,5 +113,8 @@ def create_app(
     app[COUNT] = count
     app[BODIES] = EncodedTokens()
     app.router.add_get("/v1/token", get_token)
+    if status is not None:
+        app[STATUS] = status
+        app.router.add_get("/v1/status", get_status)
     health_routes(app)
     return app

@@ -56,12 +56,16 @@ class Observer(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Status:
-    """A provider's state, for /readyz and metrics."""
+    """A provider's state, for /readyz, metrics and /v1/status."""
 
     audience: str
     token: Token | None
     error: str | None
     consecutive_failures: int
+    last_exchange_wall: float | None = None  # Unix time the last exchange ended; None before one
+    last_exchange_ok: bool | None = None
+    retry_in: float = 0.0  # seconds the backoff still holds the next attempt back
+    next_refresh_in: float | None = None  # seconds until the schedule exchanges again; None while one runs
 
 
 class TokenProvider:
@@ -94,6 +98,7 @@ class TokenProvider:
         self._error: TokenRelayError | None = None
         self._failures = 0
         self._next_attempt = 0.0  # monotonic: no automatic attempt before this
+        self._last_exchange: tuple[float, bool] | None = None  # (wall time it ended, succeeded)
         self._changed = asyncio.Event()  # wakes the background loop to re-plan
 
     # -- what callers use -------------------------------------------------------------------
@@ -104,7 +109,11 @@ class TokenProvider:
 
     def status(self) -> Status:
         error = self._error.message if self._error is not None else None
-        return Status(self.audience, self._token, error, self._failures)
+        last_wall, last_ok = self._last_exchange or (None, None)
+        due = None if self._task is not None else max(0.0, self._delay_until_due())
+        return Status(
+            self.audience, self._token, error, self._failures, last_wall, last_ok, self.retry_in(), due
+        )
 
     def fresh(self) -> Token | None:
         """The token if it is before its refresh point (nothing to start, nothing to await)."""
@@ -257,6 +266,7 @@ class TokenProvider:
         self._error = None
         self._failures = 0
         self._next_attempt = 0.0
+        self._last_exchange = (self._wall(), True)
         log.info(
             "token refreshed",
             extra={
@@ -273,6 +283,7 @@ class TokenProvider:
     def _record_failure(self, error: TokenRelayError, duration: float) -> None:
         self._error = error
         self._failures += 1
+        self._last_exchange = (self._wall(), False)
         retry_after = getattr(error, "retry_after", None)
         now = self._clock()
         held = self._token
@@ -383,6 +394,10 @@ class TokenProviders:
         """None when every audience is ready, else the reasons, joined."""
         reasons = [r for p in self._providers.values() if (r := p.ready()) is not None]
         return "; ".join(reasons) if reasons else None
+
+    def statuses(self) -> list[Status]:
+        """Every audience's state, the API's first (/v1/status)."""
+        return [provider.status() for provider in self._providers.values()]
 
     def refresh_all(self) -> None:
         for provider in self._providers.values():

@@ -1,0 +1,266 @@
+"""The doctor's settings, OIDC token and token-service checks, each broken on purpose against the
+emulator (or the FakeTokenService where the emulator cannot misbehave that way)."""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import json
+import ssl
+import subprocess
+import time
+from collections.abc import Awaitable, Callable
+from email.utils import formatdate
+from pathlib import Path
+
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from tokenrelay.doctor.report import Outcome
+from tokenrelay.testing import FakeTokenService, make_jwt
+
+from .conftest import BIN, SUBJECT, Platform, doctor, finding
+
+
+async def test_a_sound_set_up_passes_and_never_prints_a_token(
+    platform: Platform, environ: dict[str, str]
+) -> None:
+    """With everything right the exchange checks pass, the claims are shown, and no token appears."""
+    report = await doctor(platform.argv("--audience", "registry.example.test"), environ)
+    for check_id in (
+        "config.parse",
+        "oidc.read",
+        "oidc.jwt",
+        "oidc.expiry",
+        "oidc.audience",
+        "service.reach",
+        "service.clock",
+        "service.exchange.0",
+        "service.exchange.1",
+    ):
+        assert finding(report, check_id).outcome is Outcome.PASSED, report.text()
+    assert "signature not checked" in finding(report, "oidc.jwt").message
+    assert "team/builder" in finding(report, "oidc.kubernetes").message
+    assert "registry.example.test works" in finding(report, "service.exchange.1").message
+    shown = report.text() + report.json()
+    assert all(token not in shown for token in platform.tokens)
+    assert "eyJ" not in shown
+
+
+async def test_a_missing_setting_names_its_flag(platform: Platform, environ: dict[str, str]) -> None:
+    """Settings that do not load fail config.parse, naming the flag, variable and key to set."""
+    argv = [a for a in platform.argv() if a not in ("--identity", platform.identity)]
+    report = await doctor(argv, environ)
+    check = finding(report, "config.parse")
+    assert check.outcome is Outcome.FAILED
+    assert check.fix is not None and "--identity (env TOKENRELAY_IDENTITY, key 'identity'" in check.fix
+    assert report.exit_status() == 1
+
+
+async def test_an_identity_that_is_a_url_fails(platform: Platform, environ: dict[str, str]) -> None:
+    """--identity given the issuer's URL instead of a uid fails config.identity, saying where the uid is."""
+    argv = platform.argv()
+    argv[argv.index(platform.identity)] = platform.url
+    check = finding(await doctor(argv, environ), "config.identity")
+    assert check.outcome is Outcome.FAILED
+    assert check.fix is not None and "uid" in check.fix and "--identity" in check.fix
+
+
+async def test_a_missing_token_file_names_the_flag(platform: Platform, environ: dict[str, str]) -> None:
+    """No OIDC token file: oidc.read fails, naming the projected volume and --id-token-file."""
+    platform.token_file.unlink()
+    report = await doctor(platform.argv(), environ)
+    check = finding(report, "oidc.read")
+    assert check.outcome is Outcome.FAILED
+    assert check.fix is not None and "--id-token-file" in check.fix and "projected" in check.fix
+    assert finding(report, "service.exchange").outcome is Outcome.SKIPPED
+
+
+async def test_a_token_that_is_not_a_jwt_fails(platform: Platform, environ: dict[str, str]) -> None:
+    """A file holding something other than a JWT fails oidc.jwt, pointing at --id-token-file."""
+    platform.token_file.write_text("not-a-jwt-at-all")
+    check = finding(await doctor(platform.argv(), environ), "oidc.jwt")
+    assert check.outcome is Outcome.FAILED
+    assert check.fix is not None and "--id-token-file" in check.fix
+
+
+async def test_an_expired_token_says_who_stopped_renewing_it(
+    platform: Platform, environ: dict[str, str]
+) -> None:
+    """An expired OIDC token fails oidc.expiry, naming kubelet's renewal and the subPath trap."""
+    platform.token_file.write_text(
+        make_jwt(
+            {
+                "iss": platform.url,
+                "sub": SUBJECT,
+                "aud": platform.url,
+                "iat": int(time.time()) - 700,
+                "exp": int(time.time()) - 100,
+            }
+        )
+    )
+    check = finding(await doctor(platform.argv(), environ), "oidc.expiry")
+    assert check.outcome is Outcome.FAILED
+    assert "expired" in check.message
+    assert check.fix is not None and "subPath" in check.fix
+
+
+async def test_a_token_past_its_renewal_point_warns(platform: Platform, environ: dict[str, str]) -> None:
+    """A token past 80% of its life (kubelet would have replaced it) is a warning."""
+    now = int(time.time())
+    platform.token_file.write_text(
+        make_jwt(
+            {"iss": platform.url, "sub": SUBJECT, "aud": platform.url, "iat": now - 550, "exp": now + 50}
+        )
+    )
+    check = finding(await doctor(platform.argv(), environ), "oidc.expiry")
+    assert check.outcome is Outcome.WARNING
+    assert "80%" in check.message
+
+
+async def test_a_kubernetes_token_for_another_audience_names_the_volume_fix(
+    platform: Platform, environ: dict[str, str]
+) -> None:
+    """A projected token minted for another audience warns, naming the serviceAccountToken audience."""
+    now = int(time.time())
+    claims = {
+        "iss": platform.url,
+        "sub": SUBJECT,
+        "aud": ["https://kubernetes.default.svc"],
+        "iat": now,
+        "exp": now + 600,
+        "kubernetes.io": {
+            "namespace": "team",
+            "serviceaccount": {"name": "builder", "uid": "u"},
+            "pod": {"name": "builder-7d9", "uid": "p"},
+        },
+    }
+    platform.token_file.write_text(make_jwt(claims))
+    report = await doctor(platform.argv(), environ)
+    check = finding(report, "oidc.audience")
+    assert check.outcome is Outcome.WARNING
+    assert check.fix is not None and f"audience: {platform.url}" in check.fix
+    assert "team/builder (pod builder-7d9)" in finding(report, "oidc.kubernetes").message
+    # unsigned: the token service refuses it, and the doctor says why in its own words
+    refused = finding(report, "service.exchange.0")
+    assert refused.outcome is Outcome.FAILED
+    assert "signature" in refused.message and "iss=" in refused.message
+    assert refused.fix is not None and "trusts" in refused.fix
+
+
+async def test_a_claim_match_mismatch_gives_the_exact_values(
+    platform: Platform, environ: dict[str, str]
+) -> None:
+    """A refused exchange quotes the service and gives the exact claimMatch that would match."""
+    platform.write_token(subject="system:serviceaccount:team:other")
+    report = await doctor(platform.argv(), environ)
+    check = finding(report, "service.exchange.0")
+    assert check.outcome is Outcome.FAILED
+    assert "do not match the claimMatch" in check.message  # the emulator's own words
+    assert "sub=system:serviceaccount:team:other" in check.message
+    assert check.fix is not None
+    assert f'{{"issuer": "{platform.url}", "subject": "system:serviceaccount:team:other"}}' in check.fix
+    assert "annotate the service account team/other with tokenrelay.dev/identity" in check.fix
+
+
+async def test_an_unknown_identity_names_the_flag(platform: Platform, environ: dict[str, str]) -> None:
+    """An identity uid the token service does not know fails the exchange, naming --identity."""
+    argv = platform.argv()
+    argv[argv.index(platform.identity)] = platform.identity + "x"
+    check = finding(await doctor(argv, environ), "service.exchange.0")
+    assert check.outcome is Outcome.FAILED
+    assert check.fix is not None and "--identity" in check.fix and "names no identity" in check.fix
+
+
+async def test_an_unreachable_token_service_names_the_url_flag(
+    platform: Platform, environ: dict[str, str]
+) -> None:
+    """A token service nobody listens on fails service.reach, naming --auth-url, and skips exchanges."""
+    argv = platform.argv()
+    argv[argv.index("--auth-url") + 1] = "http://127.0.0.1:9"
+    report = await doctor(argv, environ)
+    check = finding(report, "service.reach")
+    assert check.outcome is Outcome.FAILED
+    assert check.fix is not None and "--auth-url" in check.fix
+    assert finding(report, "service.exchange").outcome is Outcome.SKIPPED
+
+
+async def test_a_skewed_clock_is_reported_with_the_fix(
+    aiohttp_server: Callable[..., Awaitable[TestServer]], tmp_path: Path, environ: dict[str, str]
+) -> None:
+    """A token service whose Date is ten minutes ahead fails service.clock, naming NTP."""
+    service = FakeTokenService()
+
+    async def ahead(request: web.Request) -> web.StreamResponse | None:
+        return web.Response(status=400, headers={"Date": formatdate(time.time() + 600, usegmt=True)})
+
+    service.behaviour = ahead
+    server = await aiohttp_server(service.app())
+    token = tmp_path / "t"
+    now = int(time.time())
+    token.write_text(make_jwt({"iss": "https://issuer.test", "sub": "ci", "iat": now, "exp": now + 600}))
+    url = str(server.make_url("")).rstrip("/")
+    argv = ["--auth-url", url, "--api-url", url, "--identity", "org/ci", "--id-token-file", str(token)]
+    check = finding(await doctor(argv, environ), "service.clock")
+    assert check.outcome is Outcome.FAILED
+    assert "behind" in check.message
+    assert check.fix is not None and "NTP" in check.fix
+
+
+def test_the_command_prints_json_and_exits_1_on_a_failure(tmp_path: Path) -> None:
+    """`tokenrelay doctor --json` prints the documented document and exits 1 when a check failed."""
+    env = {"HOME": str(tmp_path), "PATH": str(BIN), "TOKENRELAY_SOCKET": str(tmp_path / "none.sock")}
+    result = subprocess.run(
+        [str(BIN / "tokenrelay"), "doctor", "--json"], env=env, capture_output=True, check=False, timeout=60
+    )
+    assert result.returncode == 1, result.stderr
+    document = json.loads(result.stdout)
+    assert document["ok"] is False
+    assert set(document["summary"]) == {"passed", "failed", "warning", "skipped"}
+    socket_check = next(c for c in document["checks"] if c["id"] == "sidecar.socket")
+    assert socket_check["status"] == "failed" and "TOKENRELAY_SOCKET" in socket_check["fix"]
+
+
+async def test_an_untrusted_certificate_names_the_ca_fix(
+    aiohttp_server: Callable[..., Awaitable[TestServer]], tmp_path: Path, environ: dict[str, str]
+) -> None:
+    """A token service whose certificate no trusted CA signed fails service.tls, naming SSL_CERT_FILE."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False
+        )
+        .sign(key, hashes.SHA256())
+    )
+    (tmp_path / "cert.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (tmp_path / "key.pem").write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(tmp_path / "cert.pem", tmp_path / "key.pem")
+    server = await aiohttp_server(FakeTokenService().app(), ssl=context)
+    url = f"https://127.0.0.1:{server.port}"
+    token = tmp_path / "t"
+    token.write_text(make_jwt({"iss": "https://issuer.test", "sub": "ci", "exp": int(time.time()) + 600}))
+    argv = ["--auth-url", url, "--api-url", url, "--identity", "org/ci", "--id-token-file", str(token)]
+    report = await doctor(argv, environ)
+    check = finding(report, "service.tls")
+    assert check.outcome is Outcome.FAILED
+    assert "does not verify" in check.message
+    assert check.fix is not None and "SSL_CERT_FILE" in check.fix
+    assert finding(report, "service.exchange").outcome is Outcome.SKIPPED
