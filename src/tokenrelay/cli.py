@@ -27,6 +27,14 @@ PLUGINS: dict[str, tuple[str, str]] = {
         "tokenrelay.devmode",
         "run the emulator, a sidecar wired to it and the proxy: the whole thing locally",
     ),
+    "inject": (
+        "tokenrelay.kube.inject",
+        "add the tokenrelay sidecar to the workloads of a YAML file (the webhook's mutation, offline)",
+    ),
+    "webhook": (
+        "tokenrelay.kube.webhook",
+        "serve the mutating admission webhook that injects the tokenrelay sidecar",
+    ),
     "kubelet-credential-provider": (
         "tokenrelay.helpers.kubelet",
         "kubelet image credential provider (credentialprovider.kubelet.k8s.io/v1)",
