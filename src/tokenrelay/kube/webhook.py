@@ -390,6 +390,7 @@ def webhook_settings(args: argparse.Namespace, environ: dict[str, str] | None = 
         webhook_configuration=args.webhook_configuration,
         service=args.service,
         check_interval=args.check_interval,
+        shutdown_delay=args.shutdown_delay,
     )
 
 
