@@ -5,6 +5,8 @@ from __future__ import annotations
 import base64
 import copy
 import json
+import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -128,4 +130,15 @@ def strip_injection(pod: dict[str, Any]) -> dict[str, Any]:
 
 def sidecar(pod: dict[str, Any]) -> dict[str, Any]:
     found: dict[str, Any] = next(c for c in pod["spec"]["initContainers"] if c["name"] == mutation.CONTAINER)
+    return found
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def cli() -> str:
+    """The installed ``tokenrelay`` console script (beside this interpreter: the venv's)."""
+    path = Path(sys.executable).parent / "tokenrelay"
+    found = str(path) if path.exists() else shutil.which("tokenrelay")
+    assert found, "tokenrelay is not installed: pip install -e ."
     return found

@@ -193,7 +193,7 @@ class Webhook:
             extra={
                 "result": result,
                 "namespace": request_.get("namespace"),
-                "name": request_.get("name")
+                "pod": request_.get("name")
                 or (request_.get("object") or {}).get("metadata", {}).get("generateName"),
                 "uid": request_.get("uid"),
                 **({"reason": body["response"]["status"]["message"]} if result == admission.REFUSED else {}),
@@ -361,7 +361,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="never mutate pods of this namespace (repeatable; kube-system and the webhook's own always)",
     )
     parser.add_argument(
-        "--check-interval", type=float, default=60.0, metavar="SECONDS", help=argparse.SUPPRESS
+        "--check-interval",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="how often the certificate is checked, rotated and reloaded (default 60)",
+    )
+    parser.add_argument(
+        "--shutdown-delay",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="on SIGTERM, how long to keep serving while not ready, for the endpoints to drop this replica "
+        "(default 5)",
     )
     parser.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
     parser.add_argument("--log-format", default="json", choices=("json", "text"))
