@@ -14,6 +14,43 @@ from typing import Any
 import jsonpatch
 from aiohttp import web
 
+NAMESPACE, SECRET, CONFIGURATION = "tokenrelay-system", "tokenrelay-injector-tls", "tokenrelay-injector"
+
+
+def configuration() -> dict[str, Any]:
+    hook = {
+        "admissionReviewVersions": ["v1"],
+        "sideEffects": "None",
+        "failurePolicy": "Fail",
+        "clientConfig": {
+            "service": {"name": "tokenrelay-injector", "namespace": NAMESPACE, "path": "/mutate"}
+        },
+        "rules": [
+            {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}
+        ],
+    }
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": CONFIGURATION, "resourceVersion": "1"},
+        "webhooks": [
+            # a field no schema has yet: a JSON patch of caBundle must leave it there
+            {**hook, "name": "namespace.inject.tokenrelay.dev", "futureField": {"keep": True}},
+            {**hook, "name": "pod.inject.tokenrelay.dev"},
+        ],
+    }
+
+
+def kubeconfig(server: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "fake", "cluster": {"server": server}}],
+        "users": [{"name": "webhook", "user": {"token": "not-a-secret"}}],
+        "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "webhook"}}],
+        "current-context": "fake",
+    }
+
 
 def status(code: int, reason: str, message: str) -> web.Response:
     body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure"}

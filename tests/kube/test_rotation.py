@@ -7,7 +7,6 @@ import json
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestServer
@@ -21,48 +20,12 @@ from tokenrelay.kube.rotation import Rotator
 from tokenrelay.testing import FakeClock
 
 from .conftest import INJECTOR
-from .fakeapi import FakeApi
+from .fakeapi import CONFIGURATION, NAMESPACE, SECRET, FakeApi, configuration, kubeconfig
 
 DAY = 86400.0
-NAMESPACE, SECRET, CONFIGURATION = "tokenrelay-system", "tokenrelay-injector-tls", "tokenrelay-injector"
 DNS = ["tokenrelay-injector.tokenrelay-system.svc", "tokenrelay-injector.tokenrelay-system.svc.cluster.local"]
 # Short lives so that a test walks through several CA and leaf generations in a few hundred rounds.
 POLICY = certs.Policy(ca_lifetime=30 * DAY, leaf_lifetime=6 * DAY, propagation=DAY)
-
-
-def configuration() -> dict[str, Any]:
-    hook = {
-        "admissionReviewVersions": ["v1"],
-        "sideEffects": "None",
-        "failurePolicy": "Fail",
-        "clientConfig": {
-            "service": {"name": "tokenrelay-injector", "namespace": NAMESPACE, "path": "/mutate"}
-        },
-        "rules": [
-            {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}
-        ],
-    }
-    return {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "MutatingWebhookConfiguration",
-        "metadata": {"name": CONFIGURATION, "resourceVersion": "1"},
-        "webhooks": [
-            # a field no schema has yet: a JSON patch of caBundle must leave it there
-            {**hook, "name": "namespace.inject.tokenrelay.dev", "futureField": {"keep": True}},
-            {**hook, "name": "pod.inject.tokenrelay.dev"},
-        ],
-    }
-
-
-def kubeconfig(server: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "fake", "cluster": {"server": server}}],
-        "users": [{"name": "webhook", "user": {"token": "not-a-secret"}}],
-        "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "webhook"}}],
-        "current-context": "fake",
-    }
 
 
 @dataclass

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import logging
 import os
@@ -170,8 +171,11 @@ class Webhook:
                 "the webhook configuration's caBundle" if self.rotator else f"{self.config.tls_dir}/ca.crt"
             )
             return f"the serving certificate is not signed by a CA of {where}"
+        # On a cluster too old for native sidecars the replica stays ready: it must answer every
+        # opted-in pod with the refusal that says why, not leave the API server without an answer.
+        injector = dataclasses.replace(self.config.injector, kube_version=None)
         try:
-            if not mutation.mutate(CANARY, self.config.injector).ops:
+            if not mutation.mutate(CANARY, injector).ops:
                 return "the mutation of a test pod produced no patch"
         except Exception as exc:  # a broken injector must show as not ready, whatever broke
             return f"the mutation of a test pod failed: {exc}"
@@ -313,9 +317,7 @@ async def serve(config: WebhookSettings, stop: asyncio.Event | None = None) -> i
 
 
 def _with_version(config: WebhookSettings, version: tuple[int, int]) -> WebhookSettings:
-    from dataclasses import replace
-
-    return replace(config, injector=replace(config.injector, kube_version=version))
+    return dataclasses.replace(config, injector=dataclasses.replace(config.injector, kube_version=version))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
