@@ -210,8 +210,9 @@ async def test_a_renewed_certificate_is_served_without_a_restart(tmp_path: Path)
         await runner.cleanup()
 
 
-def test_bad_flags_exit_2_naming_the_flag() -> None:
-    """Without --auth-url, or with a malformed --listen, the webhook exits 2 with a one-line reason."""
+def test_bad_flags_exit_2_naming_the_flag(tmp_path: Path) -> None:
+    """Without --auth-url, with a malformed --listen, or --cert-secret without any way to reach the
+    Kubernetes API, the webhook exits 2 with a one-line reason."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOKENRELAY_")}
     done = subprocess.run(
         [cli(), "webhook", "--namespace", "x", "--api-url", "https://api.example.com"],
@@ -232,3 +233,18 @@ def test_bad_flags_exit_2_naming_the_flag() -> None:
     )  # fmt: skip
     assert done.returncode == 2
     assert done.stderr == "tokenrelay webhook: --listen: '8443' is not HOST:PORT, e.g. 0.0.0.0:8443\n"
+    env = {k: v for k, v in env.items() if not k.startswith(("KUBE", "HOME"))}
+    env["HOME"] = str(tmp_path)  # no ~/.kube/config either
+    done = subprocess.run(
+        [cli(), "webhook", "--namespace", "x", "--cert-secret", "tls", "--auth-url", "https://a.example",
+         "--api-url", "https://b.example", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.startswith(
+        "tokenrelay webhook: --cert-secret needs the Kubernetes API (in-cluster service account or "
+        "$KUBECONFIG): "
+    )
+    assert done.stderr.count("\n") == 1

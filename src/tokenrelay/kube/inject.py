@@ -65,7 +65,7 @@ def inject_text(
     """Write ``text`` with every workload injected to ``out``; refusals go to ``err``."""
     import yaml
 
-    chunks = split_documents(text)
+    chunks = [chunk for chunk in split_documents(text) if chunk.strip()]
     written: list[str] = []
     refusals: list[str] = []
     for number, chunk in enumerate(chunks, start=1):
@@ -83,7 +83,7 @@ def inject_text(
         for line in refusals:
             print(f"tokenrelay inject: {line}", file=err)
         return 1
-    out.write("---\n".join(_terminated(chunk) for chunk in written if chunk.strip()))
+    out.write("---\n".join(_terminated(chunk) for chunk in written))
     return 0
 
 

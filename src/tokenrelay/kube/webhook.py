@@ -214,10 +214,12 @@ class Webhook:
 
 
 async def upkeep(webhook: Webhook, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
-    """Forever: one round of certificate upkeep, then reload the files, every --check-interval."""
+    """Forever, after the first round that ``serve`` ran: a round every --check-interval, or every
+    5 seconds while no certificate is loaded (the API server was away at start)."""
     while True:
+        interval = webhook.config.check_interval
+        await sleep(interval if webhook.certificate is not None else min(interval, 5.0))
         await upkeep_once(webhook)
-        await sleep(webhook.config.check_interval)
 
 
 async def upkeep_once(webhook: Webhook) -> None:
@@ -260,7 +262,12 @@ async def serve(config: WebhookSettings, stop: asyncio.Event | None = None) -> i
 
         from .rotation import Rotator
 
-        client = AsyncClient()
+        try:
+            client = AsyncClient()
+        except Exception as exc:  # lightkube's ConfigError and whatever a broken kubeconfig raises
+            raise ConfigError(
+                f"--cert-secret needs the Kubernetes API (in-cluster service account or $KUBECONFIG): {exc}"
+            ) from None
         webhook.rotator = Rotator(
             client,
             namespace=config.namespace,
