@@ -12,8 +12,8 @@ import json
 from collections.abc import Collection, Mapping
 from typing import Any
 
+from ..errors import InjectionRefused
 from . import mutation
-from .options import Refused
 
 API_VERSION = "admission.k8s.io/v1"
 # results, the label values of tokenrelay_webhook_admissions_total
@@ -57,7 +57,7 @@ def answer(
         return out, EXCLUDED
     try:
         result = mutation.mutate(pod, injector)
-    except Refused as exc:
+    except InjectionRefused as exc:
         response["allowed"] = False
         response["status"] = {
             "code": 403,

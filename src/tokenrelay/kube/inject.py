@@ -17,9 +17,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
-from ..errors import ConfigError
+from ..errors import ConfigError, InjectionRefused
 from . import mutation, settings
-from .options import Refused
 
 # kind -> JSON pointer of its pod template ("" for a Pod itself)
 TEMPLATES = {
@@ -121,5 +120,5 @@ def _patches(
         return
     try:
         yield mutation.mutate(template, injector, base=base, identity=identity).ops
-    except Refused as exc:
+    except InjectionRefused as exc:
         refusals.append(f"{name}: {exc}")

@@ -15,7 +15,7 @@ What is added (docs/kubernetes.md explains each choice):
   ``TOKENRELAY_SOCKET`` (and ``TOKENRELAY_PROXY_URL`` when the proxy is on) in their environment;
 * the annotation ``tokenrelay.dev/status: injected``, which makes the mutation idempotent.
 
-A pod that cannot be injected as it stands raises ``Refused`` listing every reason at once.
+A pod that cannot be injected as it stands raises ``InjectionRefused`` listing every reason at once.
 """
 
 from __future__ import annotations
@@ -25,8 +25,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..client import DEFAULT_SOCKET
+from ..errors import InjectionRefused
 from . import options
-from .options import PodOptions, Refused
+from .options import PodOptions
 
 MIN_KUBE_VERSION = (1, 29)  # native sidecars (SidecarContainers) are on by default from 1.29
 CONTAINER = "tokenrelay"
@@ -80,7 +81,7 @@ def mutate(pod: Pod, injector: Injector, *, base: str = "", identity: str | None
         return Mutation([], "opted out")
     if injector.kube_version is not None and injector.kube_version < MIN_KUBE_VERSION:
         have = ".".join(map(str, injector.kube_version))
-        raise Refused(
+        raise InjectionRefused(
             "tokenrelay injects a native sidecar (an init container with restartPolicy: Always), which "
             f"needs Kubernetes 1.29 or later; this cluster is {have}"
         )
@@ -88,12 +89,12 @@ def mutate(pod: Pod, injector: Injector, *, base: str = "", identity: str | None
     problems = _clashes(spec)
     try:
         opts = options.parse(annotations, identity)
-    except Refused as exc:
+    except InjectionRefused as exc:
         problems.append(str(exc))
     else:
         problems += _conflicts(spec, opts)
     if problems:
-        raise Refused("; ".join(dict.fromkeys(problems)))
+        raise InjectionRefused("; ".join(dict.fromkeys(problems)))
     return Mutation(_ops(pod, opts, injector, base), "injected")
 
 

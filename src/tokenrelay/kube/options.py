@@ -11,6 +11,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from ..errors import InjectionRefused
+
 PREFIX = "tokenrelay.dev/"
 INJECT_LABEL = PREFIX + "inject"  # "enabled" on a namespace or pod template opts in; "disabled" opts out
 STATUS = PREFIX + "status"  # set to "injected" by the mutation: what makes it idempotent
@@ -66,10 +68,6 @@ def _amount(quantity: str) -> float:
     return float(quantity[: len(quantity) - len(suffix)]) * _SUFFIX[suffix]
 
 
-class Refused(Exception):
-    """The pod cannot be injected as it stands; the message says what to change."""
-
-
 @dataclass(frozen=True, slots=True)
 class PodOptions:
     """The validated ``tokenrelay.dev/*`` annotations of one pod."""
@@ -88,7 +86,7 @@ class PodOptions:
 
 
 def parse(annotations: Mapping[str, object], default_identity: str | None = None) -> PodOptions:
-    """PodOptions from a pod's annotations; raises Refused naming every bad annotation at once."""
+    """PodOptions from a pod's annotations; raises InjectionRefused naming every bad annotation at once."""
     problems: list[str] = []
     unknown = sorted(k for k in annotations if k.startswith(PREFIX) and k not in KNOWN)
     for key in unknown:
@@ -187,7 +185,7 @@ def parse(annotations: Mapping[str, object], default_identity: str | None = None
     image = text(IMAGE)
     oidc_audience = text(OIDC_AUDIENCE)
     if problems:
-        raise Refused("; ".join(problems))
+        raise InjectionRefused("; ".join(problems))
     assert identity is not None
     return PodOptions(
         identity=identity,
