@@ -237,3 +237,31 @@ def test_non_pod_and_non_create_requests_are_ignored() -> None:
     body["request"]["operation"] = "CREATE"
     body["request"]["kind"]["kind"] = "Deployment"
     assert admission.answer(body, INJECTOR)[1] == admission.IGNORED
+
+
+def test_a_list_from_kubectl_get_is_injected_item_by_item() -> None:
+    """`kubectl get -o yaml` output (kind: List) gets each pod-bearing item injected, others untouched."""
+    pod = copy.deepcopy(FIXTURES["12-bare"]["pod"])
+    config_map = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"k": "v"}}
+    listed = {"apiVersion": "v1", "kind": "List", "items": [config_map, pod]}
+    out, err = io.StringIO(), io.StringIO()
+    assert inject.inject_text(yaml.safe_dump(listed), INJECTOR, None, out, err) == 0, err.getvalue()
+    items = yaml.safe_load(out.getvalue())["items"]
+    assert items[0] == config_map
+    assert [c["name"] for c in items[1]["spec"]["initContainers"]] == ["tokenrelay"]
+
+
+def test_a_template_without_annotations_gets_them_created() -> None:
+    """A template with labels but no annotations map (identity from --identity) gets the map added."""
+    template: dict[str, Any] = {
+        "metadata": {"labels": {"app": "x"}},
+        "spec": {"containers": [{"name": "x", "image": "x"}]},
+    }
+    result = mutation.mutate(template, INJECTOR, identity="org/x")
+    document = copy.deepcopy(template)
+    mutation.apply(document, result.ops)
+    assert document["metadata"] == {
+        "labels": {"app": "x"},
+        "annotations": {"tokenrelay.dev/status": "injected"},
+    }
+    assert mutation.mutate(document, INJECTOR, identity="org/x").ops == []
