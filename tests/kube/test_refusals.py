@@ -222,3 +222,39 @@ def test_a_body_that_is_not_an_admission_review_is_rejected() -> None:
         admission.answer({"apiVersion": "admission.k8s.io/v1beta1", "request": {}}, INJECTOR)
     with pytest.raises(admission.BadReview, match="no request.uid"):
         admission.answer({"apiVersion": "admission.k8s.io/v1", "request": {}}, INJECTOR)
+
+
+def test_a_pod_the_mutation_cannot_read_is_refused_not_crashed() -> None:
+    """Should the mutation ever fail on a pod, the webhook refuses it with a reason to report (the pod
+    opted in and must not start without its sidecar) instead of failing the call."""
+    pod = copy.deepcopy(FIXTURES["12-bare"]["pod"])
+    pod["spec"]["containers"] = ["not-a-container"]
+    body, result = admission.answer(review(pod, "sandbox"), INJECTOR)
+    assert result == admission.REFUSED
+    assert body["response"]["status"]["message"] == (
+        "tokenrelay: pod sandbox/debug cannot be injected: internal error in the injector "
+        "(AttributeError: 'str' object has no attribute 'get'); please report it"
+    )
+
+
+def test_inject_refuses_yaml_that_is_not_a_pod_template() -> None:
+    """`tokenrelay inject` names the workload and the path of a template of the wrong shape."""
+    import io
+
+    from tokenrelay.kube import inject
+
+    text = "apiVersion: batch/v1\nkind: CronJob\nmetadata: {name: c}\n"
+    text += "spec: {jobTemplate: {spec: {template: []}}}\n"
+    out, err = io.StringIO(), io.StringIO()
+    assert inject.inject_text(text, INJECTOR, "org/c", out, err) == 1
+    assert out.getvalue() == ""
+    assert err.getvalue() == (
+        "tokenrelay inject: CronJob/c (document 1): has no pod template at /spec/jobTemplate/spec/template\n"
+    )
+    text = text.replace("template: []", "template: {spec: {containers: [app]}}")
+    err = io.StringIO()
+    assert inject.inject_text(text, INJECTOR, "org/c", out, err) == 1
+    assert err.getvalue().startswith(
+        "tokenrelay inject: CronJob/c (document 1): not a valid pod template at "
+        "/spec/jobTemplate/spec/template (AttributeError: "
+    )

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 from collections.abc import Collection, Mapping
 from typing import Any
 
 from ..errors import InjectionRefused
 from . import mutation
 
+log = logging.getLogger("tokenrelay.webhook")
 API_VERSION = "admission.k8s.io/v1"
 # results, the label values of tokenrelay_webhook_admissions_total
 INJECTED, ALREADY, OPTED_OUT, EXCLUDED, IGNORED, REFUSED = (
@@ -57,12 +59,13 @@ def answer(
         return out, EXCLUDED
     try:
         result = mutation.mutate(pod, injector)
-    except InjectionRefused as exc:
+    except Exception as exc:
+        reason = str(exc) if isinstance(exc, InjectionRefused) else _internal(exc)
         response["allowed"] = False
         response["status"] = {
             "code": 403,
             "reason": "Forbidden",
-            "message": f"tokenrelay: pod {_name(namespace, pod)} cannot be injected: {exc}",
+            "message": f"tokenrelay: pod {_name(namespace, pod)} cannot be injected: {reason}",
         }
         return out, REFUSED
     if not result.ops:
@@ -70,6 +73,13 @@ def answer(
     response["patchType"] = "JSONPatch"
     response["patch"] = base64.b64encode(json.dumps(result.ops, separators=(",", ":")).encode()).decode()
     return out, INJECTED
+
+
+def _internal(exc: Exception) -> str:
+    # The API server decodes pods into their types before calling us, so this is a bug of ours: the
+    # pod is refused (it opted in and must not start without its sidecar) with something to report.
+    log.exception("mutation failed")
+    return f"internal error in the injector ({type(exc).__name__}: {exc}); please report it"
 
 
 def _name(namespace: str, pod: Mapping[str, Any]) -> str:

@@ -122,3 +122,6 @@ def _patches(
         yield mutation.mutate(template, injector, base=base, identity=identity).ops
     except InjectionRefused as exc:
         refusals.append(f"{name}: {exc}")
+    except (AttributeError, TypeError, KeyError, IndexError, ValueError) as exc:
+        # YAML of the wrong shape (a list where Kubernetes has a map): the API server would refuse it too
+        refusals.append(f"{name}: not a valid pod template at {base or '/'} ({type(exc).__name__}: {exc})")
