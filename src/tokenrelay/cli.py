@@ -33,6 +33,14 @@ PLUGINS: dict[str, tuple[str, str]] = {
         "and say how to fix what is wrong",
     ),
     "status": ("tokenrelay.status", "show a running sidecar's tokens, refreshes and failures"),
+    "inject": (
+        "tokenrelay.kube.inject",
+        "add the tokenrelay sidecar to the workloads of a YAML file (the webhook's mutation, offline)",
+    ),
+    "webhook": (
+        "tokenrelay.kube.webhook",
+        "serve the mutating admission webhook that injects the tokenrelay sidecar",
+    ),
     "kubelet-credential-provider": (
         "tokenrelay.helpers.kubelet",
         "kubelet image credential provider (credentialprovider.kubelet.k8s.io/v1)",

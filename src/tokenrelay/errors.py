@@ -8,7 +8,8 @@ The tree::
     ├── ExchangeError               the token service refused or failed an exchange
     │   └── ExchangeTimeout         it did not answer in time
     ├── TokenUnavailable            no valid API token for an audience right now (served as 503)
-    └── UnknownAudience             an audience that is not configured (served as 404)
+    ├── UnknownAudience             an audience that is not configured (served as 404)
+    └── InjectionRefused            a pod the Kubernetes injector cannot inject as it stands (kube/)
 
 Messages are written for the person who has to act: they say what to fix, and never contain a token.
 """
@@ -88,3 +89,11 @@ class UnknownAudience(TokenRelayError):
 
     code = Code.NOT_FOUND
     reason = "AUDIENCE_NOT_CONFIGURED"
+
+
+class InjectionRefused(TokenRelayError):
+    """``tokenrelay inject`` or ``tokenrelay webhook`` cannot add the sidecar to a pod as it stands.
+
+    The message lists every reason at once, each naming the annotation, container, volume or port to
+    change; the webhook answers it as the pod's admission denial.
+    """

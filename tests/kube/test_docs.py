@@ -1,0 +1,53 @@
+"""docs/kubernetes.md stays true to the code: annotations, flags, metrics and alerts."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Callable
+
+import yaml
+from prometheus_client import CollectorRegistry
+
+from tokenrelay.kube import inject, options, webhook
+
+from .conftest import REPO
+
+DOC = (REPO / "docs" / "kubernetes.md").read_text()
+
+
+def flags(add_arguments: Callable[[argparse.ArgumentParser], None]) -> set[str]:
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    return {s for action in parser._actions for s in action.option_strings if s.startswith("--")} - {"--help"}
+
+
+def test_every_annotation_is_documented_and_every_documented_one_exists() -> None:
+    """The annotation table names each tokenrelay.dev/ annotation the code reads, and no other."""
+    for name in [*options.ANNOTATIONS, options.STATUS]:
+        assert f"`{name}`" in DOC, name
+    named = set(re.findall(r"`(tokenrelay\.dev/[a-z-]+)", DOC))
+    assert named - {options.INJECT_LABEL} <= set(options.ANNOTATIONS) | {options.STATUS}
+
+
+def test_every_flag_of_inject_and_webhook_is_documented() -> None:
+    """Each flag of `tokenrelay inject` and `tokenrelay webhook` appears in the page."""
+    for flag in flags(inject.add_arguments) | flags(webhook.add_arguments):
+        assert f"`{flag}" in DOC or f", `{flag}" in DOC, flag
+
+
+def test_webhook_metrics_and_injector_alerts_are_documented() -> None:
+    """The metrics table lists the webhook's metrics, and the alerts table the injector's alerts."""
+    metrics = webhook.WebhookMetrics(CollectorRegistry())
+    for family in metrics.registry.collect():
+        name = family.name + ("_total" if family.type == "counter" else "")
+        assert f"`{name}`" in DOC, name
+    rule = yaml.safe_load((REPO / "deploy" / "monitoring" / "prometheusrule.yaml").read_text())
+    (group,) = [g for g in rule["spec"]["groups"] if g["name"] == "tokenrelay-injector"]
+    for alert in group["rules"]:
+        assert f"`{alert['alert']}`" in DOC, alert["alert"]
+
+
+def test_readme_links_the_page() -> None:
+    """README.md links docs/kubernetes.md."""
+    assert "(docs/kubernetes.md)" in (REPO / "README.md").read_text()
