@@ -101,6 +101,24 @@ async def test_token_grants_what_the_role_allows(reg: Registry, world: World) ->
     assert granted["outsider"] == [{"type": "repository", "name": "elsewhere/x", "actions": ["pull"]}]
 
 
+async def test_token_endpoint_takes_the_oauth2_password_grant(reg: Registry, world: World) -> None:
+    """containerd's way: ``POST /v2/token`` with a form; other grant types are refused."""
+    form = {
+        "grant_type": "password",
+        "username": "_token",
+        "password": world.tokens["viewer"],
+        "service": reg.host,
+        "scope": PUSH,
+        "client_id": "containerd-client",
+    }
+    answer = await reg.call("POST", "/v2/token", data=form)
+    assert answer.status == 200
+    claims = jwt.decode(answer.json()["access_token"], options={"verify_signature": False})
+    assert claims["access"] == [{"type": "repository", "name": APP, "actions": ["pull"]}]
+    refresh = await reg.call("POST", "/v2/token", data=form | {"grant_type": "refresh_token"})
+    assert (refresh.status, refresh.error()["code"]) == (400, "UNSUPPORTED")
+
+
 async def test_registry_token_never_outlives_the_api_token(reg: Registry, world: World) -> None:
     """An API token with 60 s left buys a registry token for 60 s, not 300."""
     short = world.emulator.api_token(world.uids["owner"], lifetime=60)

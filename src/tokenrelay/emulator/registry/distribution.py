@@ -125,7 +125,9 @@ class Distribution:
             form = await request.post()
             grant_type = form.get("grant_type")
             if grant_type != "password":
-                raise RegistryError("UNSUPPORTED", f"grant_type {grant_type!r}: only 'password' is offered")
+                raise RegistryError(
+                    "UNSUPPORTED", f"grant_type {grant_type!r}: only 'password' is offered", status=400
+                )
             username, password = form.get("username"), form.get("password")
             if isinstance(username, str) and isinstance(password, str):
                 credentials = (username, password)

@@ -99,7 +99,8 @@ class Registry:
     def ensure_repo(self, name: ImageName, identity: str) -> Repo:
         """The repo, made under the organization's root group on the first push of a new name."""
         org = self.organization(name.org, identity)
-        assert org is not None  # precondition: the caller holds a push grant, so the org exists
+        if org is None:  # it existed when the push was granted, and has been deleted since
+            raise RegistryError("NAME_UNKNOWN", f"there is no organization named {name.org!r}")
         return self._repo_in(org, name.repo) or self.resources.create_repo(org.uid, name.repo)
 
     # -- rights -------------------------------------------------------------------------------------
