@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 
 import jwt
@@ -55,7 +56,7 @@ async def test_version_check_challenges_without_a_token(reg: Registry) -> None:
 
 
 async def test_token_endpoint_refuses_anonymous_and_bad_credentials(reg: Registry, world: World) -> None:
-    """No credentials, a password that is no API token, another username, an expired token: 401."""
+    """Anonymous, a non-API-token password, another username, an expired token: 401; foreign service: 400."""
     realm = f'Basic realm="{world.url}/v2/token"'
     cases = [
         (None, "_token", "send HTTP Basic credentials: username _token, password an API token"),
@@ -69,6 +70,18 @@ async def test_token_endpoint_refuses_anonymous_and_bad_credentials(reg: Registr
         assert answer.error()["code"] == "UNAUTHORIZED"
         assert answer.error()["message"].startswith(f"authentication required: {why}")
         assert world.tokens["owner"] not in answer.body.decode()
+    basic = base64.b64encode(f"_token:{world.tokens['owner']}".encode()).decode()
+    other = await reg.call(
+        "GET",
+        "/v2/token",
+        headers={"Authorization": f"Basic {basic}"},
+        params={"service": "registry.example"},
+    )
+    assert (other.status, other.error()["message"]) == (
+        400,
+        "the operation is unsupported: service 'registry.example' is not this registry; "
+        f"ask for '{reg.host}'",
+    )
     world.wall.advance(3601)
     expired = await reg.token_answer(world.tokens["owner"], PULL)
     assert (expired.status, expired.error()["message"]) == (
@@ -127,8 +140,7 @@ async def test_registry_token_never_outlives_the_api_token(reg: Registry, world:
 
 
 async def test_no_right_is_denied_a_missing_scope_is_challenged(reg: Registry) -> None:
-    """A viewer pushing: 403 DENIED naming the role needed; an editor with a pull-only token: 401 asking
-    for the scope again (``insufficient_scope``), so the client fetches a fitting token."""
+    """A viewer's push: 403 DENIED naming the role; an editor's pull-only token: 401 insufficient_scope."""
     viewer = await reg.push_blob(APP, b"x", await reg.token("viewer", PUSH))
     assert viewer.status == 403
     assert viewer.json() == {

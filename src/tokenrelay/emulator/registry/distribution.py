@@ -27,7 +27,7 @@ from ..errors import ApiError
 from .errors import API_VERSION_HEADER, RegistryError
 from .manifests import validate
 from .names import ImageName, Route, check_digest, check_tag, is_digest, parse_name, route
-from .regtoken import ACTIONS, TOKEN_PATH, USERNAME, Grant, basic_credentials, parse_scopes
+from .regtoken import ACTIONS, TOKEN_PATH, USERNAME, Grant, Scope, basic_credentials, parse_scopes
 from .service import PULL_ROLE, PUSH_ROLE, Registry, Session
 
 CHUNK = 1 << 16
@@ -118,22 +118,7 @@ class Distribution:
 
     async def token(self, request: web.Request) -> web.StreamResponse:
         """The realm: Basic ``_token`` + an API token in, a registry token for the granted scopes out."""
-        credentials = basic_credentials(request.headers.get("Authorization", ""))
-        scopes = parse_scopes(request.query.getall("scope", []))
-        service = request.query.get("service")
-        if request.method == "POST":
-            form = await request.post()
-            grant_type = form.get("grant_type")
-            if grant_type != "password":
-                raise RegistryError(
-                    "UNSUPPORTED", f"grant_type {grant_type!r}: only 'password' is offered", status=400
-                )
-            username, password = form.get("username"), form.get("password")
-            if isinstance(username, str) and isinstance(password, str):
-                credentials = (username, password)
-            scopes += parse_scopes(v for v in form.getall("scope", []) if isinstance(v, str))
-            service_field = form.get("service")
-            service = service_field if isinstance(service_field, str) else service
+        credentials, scopes, service = await self._token_request(request)
         basic = {"WWW-Authenticate": f'Basic realm="{self.registry.realm}"'}
         if credentials is None:
             raise RegistryError(
@@ -149,6 +134,7 @@ class Distribution:
             raise RegistryError(
                 "UNSUPPORTED",
                 f"service {service[:100]!r} is not this registry; ask for {self.registry.service!r}",
+                status=400,
             )
         ctx = request.app[api.CONTEXT]
         try:
@@ -168,6 +154,29 @@ class Distribution:
         return web.json_response(
             {"token": token, "access_token": token, "expires_in": expires_in, "issued_at": issued}
         )
+
+    async def _token_request(
+        self, request: web.Request
+    ) -> tuple[tuple[str, str] | None, list[Scope], str | None]:
+        """Credentials, scopes and service: from the query and Basic header (GET, as docker and
+        containers/image ask), or from an OAuth2 password-grant form (POST, as containerd asks)."""
+        credentials = basic_credentials(request.headers.get("Authorization", ""))
+        scopes = parse_scopes(request.query.getall("scope", []))
+        service = request.query.get("service")
+        if request.method == "POST":
+            form = await request.post()
+            grant_type = form.get("grant_type")
+            if grant_type != "password":
+                raise RegistryError(
+                    "UNSUPPORTED", f"grant_type {grant_type!r}: only 'password' is offered", status=400
+                )
+            username, password = form.get("username"), form.get("password")
+            if isinstance(username, str) and isinstance(password, str):
+                credentials = (username, password)
+            scopes += parse_scopes(v for v in form.getall("scope", []) if isinstance(v, str))
+            field = form.get("service")
+            service = field if isinstance(field, str) else service
+        return credentials, scopes, service
 
     def _granted(self, identity: str, kind: str, name: str, asked: tuple[str, ...]) -> list[str]:
         """The subset of ``asked`` that ``identity`` holds (the token spec: grant less, never refuse)."""
