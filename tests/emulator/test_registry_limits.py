@@ -41,14 +41,18 @@ def test_memory_without_state_is_capped() -> None:
     """Without --state, content past ``max_memory`` is refused, saying to use --state."""
     blobs = Blobs(limits=Limits(max_memory=10))
     blobs.put(b"01234")
-    with pytest.raises(RegistryError) as too_big:
-        blobs.put(b"012345")
-    assert (too_big.value.code, too_big.value.status) == ("SIZE_INVALID", 413)
-    blobs.put(b"56789")
+    blobs.put(b"01234")  # the same content again takes no more room
+    first, second = blobs.start(), blobs.start()
+    first.write(b"abc")
     with pytest.raises(RegistryError) as full:
-        blobs.start()
+        second.write(b"abc")  # uploads in progress count too
     assert full.value.code == "DENIED"
     assert "start it with --state FILE" in full.value.message
+    blobs.discard(first)
+    second.write(b"abcde")
+    blobs.commit(second, second.digest)
+    with pytest.raises(RegistryError):
+        blobs.start()
 
 
 HEX = "0" * 64

@@ -15,6 +15,7 @@ import hashlib
 import os
 import secrets
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -32,17 +33,20 @@ class Limits:
     max_manifest: int = 4 * MiB  # distribution's own default
     max_uploads: int = 64  # sessions open at once
     upload_idle: float = 3600.0  # seconds an unfinished upload is kept without a request
-    max_memory: int = 1024 * MiB  # all content together, without --state
+    max_memory: int = 1024 * MiB  # all content and uploads together, without --state
 
 
 class Upload:
     """One blob being uploaded: appended to in order, hashed as it goes."""
 
-    def __init__(self, session: str, sink: BinaryIO | bytearray, limit: int) -> None:
+    def __init__(
+        self, session: str, sink: BinaryIO | bytearray, limit: int, reserve: Callable[[int], None]
+    ) -> None:
         self.session = session
         self._sink = sink
         self._hash = hashlib.sha256()
         self._limit = limit
+        self._reserve = reserve
         self.size = 0
 
     def write(self, chunk: bytes) -> None:
@@ -52,6 +56,7 @@ class Upload:
                 f"a blob may hold at most {self._limit} bytes in this emulator",
                 status=413,
             )
+        self._reserve(len(chunk))
         self._hash.update(chunk)
         if isinstance(self._sink, bytearray):
             self._sink.extend(chunk)
@@ -71,6 +76,7 @@ class Blobs:
         self.limits = limits or Limits()
         self.directory = Path(directory) if directory is not None else None
         self._memory: dict[str, bytes] = {}
+        self._memory_used = 0  # content and uploads in progress, without a directory
         self._pending: dict[str, bytearray] = {}  # session -> bytes so far (memory only)
         self._files: dict[str, BinaryIO] = {}  # session -> open file (directory only)
         if self.directory is not None:
@@ -112,26 +118,27 @@ class Blobs:
             self._path(digest), headers={"Content-Type": "application/octet-stream", **headers}
         )
 
-    def _memory_used(self) -> int:
-        return sum(map(len, self._memory.values())) + sum(map(len, self._pending.values()))
+    def _reserve_memory(self, size: int) -> None:
+        if self._memory_used + size > self.limits.max_memory or self._memory_used >= self.limits.max_memory:
+            raise RegistryError(
+                "DENIED",
+                f"the emulator keeps content in memory and may hold {self.limits.max_memory} bytes; "
+                "start it with --state FILE to keep content on disk",
+            )
+        self._memory_used += size
+
+    def _on_disk(self, size: int) -> None:
+        """Disk space is the operator's business: nothing to reserve."""
 
     def start(self) -> Upload:
         session = secrets.token_hex(16)
-        limit = self.limits.max_blob
         if self.directory is None:
-            room = self.limits.max_memory - self._memory_used()
-            if room <= 0:
-                raise RegistryError(
-                    "DENIED",
-                    f"the emulator keeps content in memory and holds {self.limits.max_memory} bytes "
-                    "already; start it with --state FILE to keep content on disk",
-                )
+            self._reserve_memory(0)  # refused at once when memory is full
             sink: BinaryIO | bytearray = self._pending.setdefault(session, bytearray())
-            limit = min(limit, room)
-        else:
-            sink = (self.directory / "uploads" / session).open("wb")
-            self._files[session] = sink
-        return Upload(session, sink, limit)
+            return Upload(session, sink, self.limits.max_blob, self._reserve_memory)
+        sink = (self.directory / "uploads" / session).open("wb")
+        self._files[session] = sink
+        return Upload(session, sink, self.limits.max_blob, self._on_disk)
 
     def commit(self, upload: Upload, expected: str) -> None:
         """Keep the upload's content under ``expected``; DIGEST_INVALID when it hashes otherwise."""
@@ -140,7 +147,11 @@ class Blobs:
             self.discard(upload)
             raise RegistryError("DIGEST_INVALID", f"the content hashes to {actual}, not {expected}")
         if self.directory is None:
-            self._memory.setdefault(actual, bytes(self._pending.pop(upload.session)))
+            data = bytes(self._pending.pop(upload.session))
+            if actual in self._memory:
+                self._memory_used -= len(data)  # the same content is kept once
+            else:
+                self._memory[actual] = data
             return
         self._files.pop(upload.session).close()
         target = self._path(actual)
@@ -149,7 +160,7 @@ class Blobs:
 
     def discard(self, upload: Upload) -> None:
         if self.directory is None:
-            self._pending.pop(upload.session, None)
+            self._memory_used -= len(self._pending.pop(upload.session, b""))
             return
         sink = self._files.pop(upload.session, None)
         if sink is not None:
@@ -157,12 +168,10 @@ class Blobs:
         with contextlib.suppress(FileNotFoundError):
             (self.directory / "uploads" / upload.session).unlink()
 
-    def put(self, data: bytes, limit: int | None = None) -> str:
+    def put(self, data: bytes) -> str:
         """Store ``data`` (a manifest, a seed image's blob); its digest."""
         upload = self.start()
         try:
-            if limit is not None and len(data) > limit:
-                raise RegistryError("SIZE_INVALID", f"at most {limit} bytes", status=413)
             upload.write(data)
         except RegistryError:
             self.discard(upload)
