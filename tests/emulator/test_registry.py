@@ -343,6 +343,14 @@ async def test_manifest_refusals(reg: Registry) -> None:
     schema1 = await reg.put_manifest(APP, "v1", b'{"schemaVersion": 1}', token)
     assert "schemaVersion must be 2" in schema1.error()["message"]
     assert (await reg.call("GET", f"/v2/{APP}/manifests/v1", token)).status == 404
+    fresh = "acme/never-pushed"
+    refused = await reg.put_manifest(
+        fresh, "v1", good, await reg.token("editor", f"repository:{fresh}:pull,push")
+    )
+    assert refused.error()["code"] == "MANIFEST_BLOB_UNKNOWN"
+    assert "never-pushed" not in {
+        r.name for r in reg.world.emulator.store.repos.values()
+    }  # no empty repo left
 
 
 async def test_delete_a_tag_or_a_manifest(reg: Registry) -> None:

@@ -129,6 +129,12 @@ async def test_state_keeps_images_across_a_restart(tmp_path: Path, http: aiohttp
         assert (got.status, got.body) == (200, image.manifest)
         layer = await reg.call("GET", f"/v2/acme/app/blobs/{digest(image.blobs[1])}", token)
         assert layer.body == image.blobs[1]
+        head = await reg.call("HEAD", f"/v2/acme/app/blobs/{digest(image.blobs[1])}", token)
+        assert (head.status, head.headers["Content-Length"], head.body) == (
+            200,
+            str(len(image.blobs[1])),
+            b"",
+        )
         status, tag = await world.call("GET", f"/registry/v2beta1/tags/{repo.uid}/v1")
         assert (status, tag["digest"]) == (200, image.digest)
     store.close()

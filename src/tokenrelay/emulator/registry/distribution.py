@@ -274,17 +274,24 @@ class Distribution:
         digest = "sha256:" + hashlib.sha256(body).hexdigest()
         if is_digest(reference) and digest != reference:
             raise RegistryError("DIGEST_INVALID", f"the manifest hashes to {digest}, not {reference}")
-        repo = self.registry.ensure_repo(target.name, grant.identity).uid
+        existing = self.registry.repo(target.name, grant.identity)
+        held = existing.uid if existing is not None else ""  # "" holds nothing
         catalog, blobs = self.registry.catalog, self.registry.blobs
 
         def blob_size(d: str) -> int | None:
-            return blobs.size(d) if catalog.linked(repo, d) else None
+            return blobs.size(d) if catalog.linked(held, d) else None
 
         def manifest_size(d: str) -> int | None:
-            found = catalog.manifest(repo, d)
+            found = catalog.manifest(held, d)
             return None if found is None else found.size
 
         media_type = validate(bytes(body), request.headers.get("Content-Type"), blob_size, manifest_size)
+        # only now, so that a refused manifest leaves no empty repo behind
+        repo = (
+            existing.uid
+            if existing is not None
+            else self.registry.ensure_repo(target.name, grant.identity).uid
+        )
         blobs.put(bytes(body))
         manifest = catalog.put_manifest(repo, digest, media_type, len(body))
         if not is_digest(reference):
