@@ -383,6 +383,8 @@ async def test_tags_list_pages_with_a_link(reg: Registry) -> None:
     assert first.headers["Link"] == f'</v2/{APP}/tags/list?n=2&last=b>; rel="next"'
     rest = await reg.call("GET", f"/v2/{APP}/tags/list", token, params={"n": "2", "last": "b"})
     assert (rest.json()["tags"], "Link" in rest.headers) == (["c"], False)
+    bad = await reg.call("GET", f"/v2/{APP}/tags/list", token, params={"n": "-1"})
+    assert (bad.status, bad.error()["code"]) == (400, "PAGINATION_NUMBER_INVALID")
 
 
 async def test_unknown_names_paths_and_methods(reg: Registry) -> None:

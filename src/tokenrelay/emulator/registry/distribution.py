@@ -227,7 +227,7 @@ class Distribution:
         headers = {}
         if raw_n is not None:
             if not raw_n.isdigit():
-                raise RegistryError("UNSUPPORTED", f"n={raw_n[:20]!r} is not a whole number", status=400)
+                raise RegistryError("PAGINATION_NUMBER_INVALID", f"n={raw_n[:20]!r} is not a whole number")
             n = min(int(raw_n), MAX_TAGS_PAGE)
             if len(names) > n and n > 0:
                 headers["Link"] = (

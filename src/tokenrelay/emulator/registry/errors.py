@@ -24,6 +24,7 @@ CODES: dict[str, tuple[int, str]] = {
     "MANIFEST_UNKNOWN": (404, "manifest unknown"),
     "NAME_INVALID": (400, "invalid repository name"),
     "NAME_UNKNOWN": (404, "repository name not known to registry"),
+    "PAGINATION_NUMBER_INVALID": (400, "invalid number of results requested"),
     "SIZE_INVALID": (400, "provided length did not match content length"),
     "TAG_INVALID": (400, "manifest tag did not match URI"),
     "UNAUTHORIZED": (401, "authentication required"),
