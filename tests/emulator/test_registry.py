@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
+from collections.abc import AsyncIterator
 
 import jwt
 import pytest
@@ -226,6 +228,31 @@ async def test_chunked_upload_checks_each_chunk_position(reg: Registry) -> None:
     assert blob.body == b"0123456789"
     gone = await reg.call("GET", location, token)
     assert (gone.status, gone.error()["code"]) == (404, "BLOB_UPLOAD_UNKNOWN")
+
+
+async def test_an_upload_being_written_is_not_cancelled_or_written_twice(reg: Registry) -> None:
+    """While a PATCH streams into an upload, a DELETE or a second PATCH is refused; the first completes."""
+    token = await reg.token("editor", PUSH)
+    location = (await reg.call("POST", f"/v2/{APP}/blobs/uploads/", token)).headers["Location"]
+    session = reg.world.emulator.registry.sessions[location.rsplit("/", 1)[1]]
+    release = asyncio.Event()
+
+    async def slow_body() -> AsyncIterator[bytes]:
+        yield b"first half "
+        await release.wait()
+        yield b"second half"
+
+    writing = asyncio.create_task(reg.call("PATCH", location, token, data=slow_body()))
+    async with asyncio.timeout(10):
+        while not session.busy:
+            await asyncio.sleep(0.01)
+    for method in ("DELETE", "PATCH"):
+        refused = await reg.call(method, location, token, data=b"x" if method == "PATCH" else None)
+        assert (refused.status, refused.error()["code"]) == (400, "BLOB_UPLOAD_INVALID"), method
+    release.set()
+    assert (await writing).headers["Range"] == "0-21"
+    done = await reg.call("PUT", location, token, params={"digest": digest(b"first half second half")})
+    assert done.status == 201
 
 
 async def test_cross_repo_mount_or_fallback_to_upload(reg: Registry) -> None:

@@ -327,6 +327,8 @@ class Distribution:
             raise RegistryError(
                 "BLOB_UPLOAD_UNKNOWN", f"no upload {target.ref[:64]!r} in progress for {target.name.full}"
             )
+        if session.busy and request.method != "GET":
+            raise RegistryError("BLOB_UPLOAD_INVALID", "another request is writing this upload; wait for it")
         if request.method == "GET":
             return web.Response(status=204, headers=self._progress(target.name, session))
         if request.method == "DELETE":
@@ -393,12 +395,15 @@ class Distribution:
                 )
             expected = int(end) - int(start) + 1
         before = upload.size
+        session.busy = True
         try:
             async for chunk in request.content.iter_chunked(CHUNK):
                 upload.write(chunk)
         except RegistryError:
             self.registry.close_session(session, discard=True)
             raise
+        finally:
+            session.busy = False
         received = upload.size - before
         if expected is not None and received != expected:
             self.registry.close_session(session, discard=True)

@@ -42,6 +42,7 @@ class Session:
     upload: Upload
     repo: str  # uid
     touched: float  # monotonic time of the last request
+    busy: bool = False  # a request is streaming into it: no second writer, no expiry, no cancel
 
 
 class Registry:
@@ -147,7 +148,7 @@ class Registry:
 
     def _expire_sessions(self) -> None:
         oldest = self._clock() - self.blobs.limits.upload_idle
-        for session in [s for s in self.sessions.values() if s.touched < oldest]:
+        for session in [s for s in self.sessions.values() if s.touched < oldest and not s.busy]:
             self.close_session(session, discard=True)
 
     # -- the Python face ----------------------------------------------------------------------------
