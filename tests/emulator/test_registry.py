@@ -134,6 +134,19 @@ async def test_token_endpoint_takes_the_oauth2_password_grant(reg: Registry, wor
     assert (refresh.status, refresh.error()["code"]) == (400, "UNSUPPORTED")
 
 
+async def test_api_tokens_for_the_api_or_the_registry_host_are_taken(reg: Registry, world: World) -> None:
+    """The realm takes an API token whose audience is the API's URL or the registry host, no other."""
+    minted = world.emulator.tokens.mint
+    for audience in (world.url, reg.host):
+        answer = await reg.token_answer(minted(world.uids["viewer"], audience), PULL)
+        assert answer.status == 200, audience
+    foreign = await reg.token_answer(minted(world.uids["viewer"], "https://registry.example"), PULL)
+    assert (foreign.status, foreign.error()["message"]) == (
+        401,
+        "authentication required: the API token is for audience https://registry.example, not this API",
+    )
+
+
 async def test_registry_token_never_outlives_the_api_token(reg: Registry, world: World) -> None:
     """An API token with 60 s left buys a registry token for 60 s, not 300."""
     short = world.emulator.api_token(world.uids["owner"], lifetime=60)
