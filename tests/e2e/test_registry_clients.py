@@ -258,7 +258,10 @@ def test_a_viewer_pulls_but_cannot_push(dev: Dev, layout: tuple[Path, str]) -> N
         {"identityUid": identity["uid"], "roleUid": roles["viewer"]},
     )
     mint = urllib.request.Request(
-        url + "/emulator/v1/mint", data=json.dumps({"sub": "puller"}).encode(), method="POST"
+        url + "/emulator/v1/mint",
+        data=json.dumps({"sub": "puller"}).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
     )
     with urllib.request.urlopen(mint, timeout=DEADLINE) as response:
         (dev.home / "puller-oidc").write_text(json.loads(response.read())["token"])
