@@ -13,14 +13,19 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import shutil
 import socket
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .config import Settings
 from .loopback import is_loopback
+
+if TYPE_CHECKING:
+    from .emulator import Emulator
 
 SUBJECT = "system:serviceaccount:dev:tokenrelay"
 PLATFORM_TOKEN_LIFETIME = 600.0  # rotated at 80%, as kubelet does: every 8 minutes
@@ -110,6 +115,7 @@ async def main(args: argparse.Namespace, stop: asyncio.Event | None = None) -> i
             for repo in repos:
                 emulator.repo(group.uid, repo)
         workload = emulator.workload(org.uid, SUBJECT, role="owner", name="tokenrelay dev")
+        image = seed_image(emulator, org.uid)
 
         async def mint() -> str:
             return emulator.mint(SUBJECT, url, PLATFORM_TOKEN_LIFETIME)
@@ -126,6 +132,7 @@ async def main(args: argparse.Namespace, stop: asyncio.Event | None = None) -> i
         )
         proxy = f"http://{proxy_host}:{proxy_port}"
         host = url.removeprefix("http://")
+        docker_config = write_docker_config(workdir / "docker", host)
         say("emulator", url)
         say("api_url", url)
         say("auth_url", url)
@@ -142,6 +149,11 @@ async def main(args: argparse.Namespace, stop: asyncio.Event | None = None) -> i
             f"echo {host} | TOKENRELAY_SOCKET={settings.socket} TOKENRELAY_HOSTS={host}={url} "
             "docker-credential-tokenrelay get",
         )
+        say(
+            "try",
+            f"DOCKER_CONFIG={docker_config} TOKENRELAY_SOCKET={settings.socket} "
+            f"TOKENRELAY_HOSTS={host}={url} podman pull --tls-verify=false {host}/{org.name}/{image}",
+        )
         started = asyncio.Event()
         watcher = asyncio.create_task(_announce_ready(started))
         return await daemon.serve(settings, stop=stop, listening=started)
@@ -155,6 +167,23 @@ async def main(args: argparse.Namespace, stop: asyncio.Event | None = None) -> i
         await server.stop()
         shutil.rmtree(workdir, ignore_errors=True)
         print("stopped", flush=True, file=sys.stdout)
+
+
+def seed_image(emulator: Emulator, org_uid: str) -> str:
+    """A small image in the organization's root group, so a pull works at once: ``hello:latest``."""
+    from .emulator.registry import tiny_image
+
+    repo = emulator.repo(org_uid, "hello")
+    files = {"hello.txt": b"hello from tokenrelay dev\n"}
+    emulator.registry.push(repo, "latest", tiny_image(files, cmd=["cat", "/hello.txt"]))
+    return "hello:latest"
+
+
+def write_docker_config(directory: Path, host: str) -> Path:
+    """A ``DOCKER_CONFIG`` directory whose config.json sends ``host`` to docker-credential-tokenrelay."""
+    directory.mkdir(mode=0o700)
+    (directory / "config.json").write_text(json.dumps({"credHelpers": {host: "tokenrelay"}}, indent=2) + "\n")
+    return directory
 
 
 async def _announce_ready(started: asyncio.Event) -> None:

@@ -118,6 +118,8 @@ async def test_dev_runs_the_whole_thing() -> None:
         assert f"curl {lines['proxy']}/iam/v2beta1/groups" in tries
         assert f"TOKENRELAY_SOCKET={socket_path} tokenrelay token" in tries
         assert "docker-credential-tokenrelay get" in tries
+        registry = lines["emulator"].removeprefix("http://")
+        assert f"podman pull --tls-verify=false {registry}/dev/hello:latest" in tries  # run in tests/e2e
         process.send_signal(signal.SIGINT)
         async with asyncio.timeout(DEADLINE):
             assert await process.wait() == 0

@@ -31,6 +31,7 @@ async def test_restart_keeps_resources_and_tokens(tmp_path: Path, http: aiohttp.
         assert set(store.groups) == set(groups_before)
         assert store.groups[patched.uid].description == "changed"
         assert len(store.repos) == 6
+        assert [t.name for t in second.emulator.registry.catalog.tags.values()] == ["latest"]  # pushed once
         headers = {"Authorization": f"Bearer {token}"}
         async with http.get(second.url + "/registry/v2beta1/repos", headers=headers) as r:
             assert r.status == 200

@@ -22,16 +22,21 @@ READ = frozenset(
         "role_bindings.list",
         "repos.list",
         "repos.get",
+        "repos.pull",
+        "tags.list",
+        "tags.get",
     }
 )
-EDIT = READ | {"groups.create", "groups.update", "groups.delete"}
+EDIT = READ | {"groups.create", "groups.update", "groups.delete", "repos.push"}
 OWN = EDIT | {"identities.create", "identities.delete", "role_bindings.create", "role_bindings.delete"}
 
 ROLES: dict[str, Role] = {
     role.uid: role
     for role in (
         Role(role_uid("viewer"), "viewer", "Read every resource in the group and below it.", READ),
-        Role(role_uid("editor"), "editor", "viewer, plus create, update and delete groups.", EDIT),
+        Role(
+            role_uid("editor"), "editor", "viewer, plus create, update and delete groups, push images.", EDIT
+        ),
         Role(
             role_uid("owner"),
             "owner",

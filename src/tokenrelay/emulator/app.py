@@ -26,6 +26,8 @@ from .errors import STS_DOMAIN, ApiError, invalid_argument, permission_denied
 from .issuer import DISCOVERY_PATH, JWKS_PATH, Issuer, SigningKey
 from .model import Group, Identity, Repo, RoleBinding
 from .oidc import OidcVerifier, normalize
+from .registry import Registry
+from .registry import add_routes as add_registry_routes
 from .resources import Resources
 from .store import Store
 from .sts import STS_PATH, TokenService
@@ -75,6 +77,7 @@ class Emulator:
             lifetime=token_lifetime,
             wall=wall,
         )
+        self.registry = Registry(self.store, self.resources, lambda: self._base_url, wall=wall)
 
     @property
     def base_url(self) -> str:
@@ -94,6 +97,7 @@ class Emulator:
         return self._session
 
     async def close(self) -> None:
+        self.registry.close()
         if self._session is not None:
             await self._session.close()
 
@@ -135,6 +139,7 @@ class Emulator:
         app.router.add_post(STS_PATH + "/exchange", self._exchange)
         app.router.add_post(MINT_PATH, self._mint)
         api.add_routes(app)
+        add_registry_routes(app, self.registry)
         app.cleanup_ctx.append(self._lifespan)
         return app
 

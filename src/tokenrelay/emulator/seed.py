@@ -1,4 +1,5 @@
-"""``--seed``: a starter organization with groups, repos and two identities to try the API with.
+"""``--seed``: a starter organization with groups, repos, an image (``acme/hello:latest``) and two
+identities to try the API with.
 
 Idempotent: an organization named ``acme`` already in the state is reused, not duplicated. The
 identities match this emulator's issuer and the subjects ``seed-owner`` and ``seed-viewer``, so
@@ -11,6 +12,7 @@ from dataclasses import dataclass
 
 from .app import Emulator
 from .model import Group, Identity
+from .registry import tiny_image
 
 ORG_NAME = "acme"
 SUBJECTS = {"owner": "seed-owner", "viewer": "seed-viewer"}
@@ -47,7 +49,8 @@ def seed(emulator: Emulator) -> Seeded:
         uids[path] = group.uid
         for repo in repos:
             emulator.repo(group.uid, repo)
-    emulator.repo(org.uid, "hello")
+    hello = emulator.repo(org.uid, "hello")
+    emulator.registry.push(hello, "latest", tiny_image({"hello.txt": b"hello from the emulator\n"}))
     identities = {
         role: emulator.workload(org.uid, subject, role=role, name=f"seed {role}").identity
         for role, subject in SUBJECTS.items()
