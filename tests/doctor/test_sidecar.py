@@ -106,11 +106,14 @@ async def test_status_shows_failures_and_the_backoff(
         str(token_file),
     ]
     async with sidecar(args, sock, tmp_path / "log"):
-        while service.calls == 0:
+        # the service counts the call before the sidecar has read the refusal: ask until it has
+        for _ in range(200):
+            result = await command(str(BIN / "tokenrelay"), "status", "--json", "--socket", str(sock))
+            entry = json.loads(result.stdout)["audiences"][0]
+            if entry["consecutiveFailures"] >= 1:
+                break
             await asyncio.sleep(0.05)
-        result = await command(str(BIN / "tokenrelay"), "status", "--json", "--socket", str(sock))
         table = (await command(str(BIN / "tokenrelay"), "status", "--socket", str(sock))).stdout
-    entry = json.loads(result.stdout)["audiences"][0]
     assert entry["lastExchange"]["outcome"] == "failed"
     assert "claimMatch says no" in entry["lastExchange"]["error"]
     assert entry["consecutiveFailures"] >= 1
