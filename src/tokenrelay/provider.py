@@ -16,7 +16,6 @@ The policy, after google-auth's credentials and botocore's refreshers:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 import time
@@ -151,6 +150,11 @@ class TokenProvider:
             task = self._start()
         return await self._await(task)
 
+    @property
+    def in_flight(self) -> asyncio.Task[Token] | None:
+        """The exchange running now, if any."""
+        return self._task
+
     def refresh_now(self) -> None:
         """Start a refresh now, backoff or not (SIGHUP)."""
         self._next_attempt = 0.0
@@ -187,8 +191,18 @@ class TokenProvider:
                 await self._sleep_or_wake(delay)
                 continue
             task = self._task or self._start()
-            with contextlib.suppress(TokenRelayError):
+            try:
                 await asyncio.shield(task)
+            except TokenRelayError:
+                pass  # recorded and logged by _exchange
+            except Exception as exc:
+                # A bug after the exchange itself (an observer, the log line): the schedule must
+                # outlive it, and say so, or tokens silently stop being refreshed.
+                log.debug("refresh crashed", exc_info=True, extra={"audience": self.audience})
+                log.error(
+                    "refresh failed: internal error",
+                    extra={"audience": self.audience, "error": type(exc).__name__},
+                )
 
     def _delay_until_due(self) -> float:
         now = self._clock()
@@ -393,7 +407,9 @@ class TokenProviders:
         self._tasks = [asyncio.ensure_future(p.run()) for p in self._providers.values()]
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        """Stop the schedules and any exchange in flight: the session it runs on closes next."""
+        exchanges = [p.in_flight for p in self._providers.values() if p.in_flight is not None]
+        for running in (*self._tasks, *exchanges):
+            running.cancel()
+        await asyncio.gather(*self._tasks, *exchanges, return_exceptions=True)
         self._tasks = []

@@ -16,6 +16,7 @@ from email.utils import parsedate_to_datetime
 
 from . import aip193
 from .errors import ExchangeError
+from .jwtclaims import plausible_time
 from .redact import REDACTED, scrub
 from .timestamps import parse_timestamp
 
@@ -93,12 +94,13 @@ def oversized(length: int | None = None) -> ExchangeError:
 
 
 def stated_expiry(value: object) -> float | None:
-    """``expiry`` as a Unix time: a number of seconds, or an ISO 8601 timestamp; else None."""
+    """``expiry`` as a Unix time: a number of seconds, or an ISO 8601 timestamp; else None
+    (also for ``NaN``, ``Infinity`` and times past year 9999, which no timestamp can show)."""
     if isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value)
+        return plausible_time(value)
     if isinstance(value, str):
         try:
-            return parse_timestamp(value)
+            return plausible_time(parse_timestamp(value))
         except ValueError:
             return None
     return None
