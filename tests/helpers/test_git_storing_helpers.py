@@ -26,7 +26,7 @@ def documented_host_section(url: str) -> str:
     """The first ini block of the doc's git section, for the test server instead of git.example.com."""
     text = DOC.read_text()
     git = text[text.index("\n## git\n") : text.index("\n## pip, uv, twine")]
-    block = re.findall(r"```ini\n(.*?)```", git, flags=re.DOTALL)[0]
+    block: str = re.findall(r"```ini\n(.*?)```", git, flags=re.DOTALL)[0]
     assert "https://git.example.com" in block
     return block.replace("https://git.example.com", url)
 
