@@ -11,11 +11,11 @@ from __future__ import annotations
 import base64
 import sys
 import threading
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-import pypiserver
 import pytest
 
 from .conftest import Stack, TokenCheck, run, tiny_wheel
@@ -38,6 +38,10 @@ def index(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tu
 
     def auther(user: str, password: str) -> bool:
         return check.basic_ok("Basic " + base64.b64encode(f"{user}:{password}".encode()).decode())
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # its bottle imports cgi
+        import pypiserver
 
     app = pypiserver.app(
         roots=[str(root)], authenticate=["download", "list"], password_file=".", auther=auther
