@@ -37,7 +37,8 @@ def numeric_claim(claims: dict[str, Any], name: str) -> float | None:
     """A NumericDate claim (``exp``, ``iat``, ``nbf``) as a float, or None when absent or malformed.
 
     Malformed includes what Python's JSON reader lets through but is no date: ``NaN``,
-    ``Infinity`` and anything past year 9999 (or before 1970), which no timestamp can show.
+    ``Infinity`` and anything past year 9999, which no timestamp can show. (A time in the past is
+    a date: such a token is refused as expired.)
     """
     value = claims.get(name)
     if isinstance(value, bool) or not isinstance(value, int | float):
@@ -46,9 +47,9 @@ def numeric_claim(claims: dict[str, Any], name: str) -> float | None:
 
 
 def plausible_time(value: float) -> float | None:
-    """``value`` as a Unix time when it is one a timestamp can show (1970 to 9999), else None."""
+    """``value`` as a Unix time when it is a number no later than year 9999, else None."""
     try:
         number = float(value)
     except OverflowError:  # an int too large for a float
         return None
-    return number if 0.0 <= number <= LAST_DATE else None  # NaN fails both comparisons
+    return number if -LAST_DATE <= number <= LAST_DATE else None  # NaN fails both comparisons
