@@ -16,10 +16,11 @@ The policy, after google-auth's credentials and botocore's refreshers:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -281,7 +282,8 @@ class TokenProvider:
             },
         )
         for observer in self._observers:
-            observer.exchanged(token, duration=received - started, issued=issued)
+            with self._observing(observer):
+                observer.exchanged(token, duration=received - started, issued=issued)
         return token
 
     def _record_failure(self, error: TokenRelayError, duration: float) -> None:
@@ -315,7 +317,24 @@ class TokenProvider:
             },
         )
         for observer in self._observers:
-            observer.failed(self.audience, error, duration=duration, consecutive=self._failures)
+            with self._observing(observer):
+                observer.failed(self.audience, error, duration=duration, consecutive=self._failures)
+
+    @contextlib.contextmanager
+    def _observing(self, observer: Observer) -> Iterator[None]:
+        """An observer's bug (metrics, a sink) is logged; the token and the schedule stand."""
+        try:
+            yield
+        except Exception as exc:
+            log.debug("observer crashed", exc_info=True, extra={"audience": self.audience})
+            log.error(
+                "observer failed: internal error",
+                extra={
+                    "audience": self.audience,
+                    "observer": type(observer).__name__,
+                    "error": type(exc).__name__,
+                },
+            )
 
     def _token_from(self, issued: Issued, received: float) -> Token:
         """Work out the new token's life from the token itself, then schedule its refresh."""

@@ -9,12 +9,12 @@ import pytest
 from aiohttp import web
 
 from tokenrelay import aip193
-from tokenrelay.errors import TokenUnavailable
+from tokenrelay.errors import TokenRelayError, TokenUnavailable
 from tokenrelay.provider import TokenProvider, TokenProviders
 from tokenrelay.sts import Issued
 from tokenrelay.testing import FakeClock, jti, make_jwt, refusal
 from tokenrelay.timestamps import format_timestamp
-from tokenrelay.token import TokenState
+from tokenrelay.token import Token, TokenState
 
 from .conftest import API, Harness
 
@@ -318,6 +318,40 @@ async def test_an_exp_no_timestamp_can_show_counts_as_no_exp(harness: Harness, e
         await _until(lambda: harness.clock.sleeping == 1)  # the schedule waits for the refresh point
         harness.clock.tick(token.refresh_at - harness.clock.now + 1)
         await _until(lambda: harness.service.calls == 2)  # the schedule outlived the odd token
+    finally:
+        schedule.cancel()
+        await asyncio.gather(schedule, return_exceptions=True)
+
+
+async def test_a_crashing_observer_is_logged_and_changes_nothing(
+    harness: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An observer that raises (a metrics or sink bug): callers get the token, the schedule goes on."""
+
+    class Crashing:
+        def exchanged(self, token: Token, *, duration: float, issued: Issued) -> None:
+            raise RuntimeError("bug")
+
+        def failed(self, audience: str, error: TokenRelayError, *, duration: float, consecutive: int) -> None:
+            raise RuntimeError("bug")
+
+    provider = TokenProvider(
+        API,
+        harness.fetch,
+        clock=harness.clock,
+        wall=harness.clock.wall,
+        sleep=harness.clock.sleep,
+        rng=random.Random(1),
+        observers=[Crashing()],
+    )
+    token = await provider.get()
+    assert jti(token.value) == "t1"
+    assert "observer failed: internal error" in caplog.text
+    schedule = asyncio.ensure_future(provider.run())
+    try:
+        await _until(lambda: harness.clock.sleeping == 1)
+        harness.clock.tick(token.refresh_at - harness.clock.now + 1)
+        await _until(lambda: provider.token is not token)
     finally:
         schedule.cancel()
         await asyncio.gather(schedule, return_exceptions=True)
