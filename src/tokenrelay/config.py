@@ -13,13 +13,13 @@ import os
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from .client import DEFAULT_SOCKET
 from .errors import ConfigError
 from .loopback import is_loopback
+from .regularfile import NotRegularFile, read_regular
 
 ENV_PREFIX = "TOKENRELAY_"
 DEFAULT_ID_TOKEN_FILE = "/var/run/secrets/tokens/oidc-token"
@@ -28,6 +28,7 @@ LOG_FORMATS = ("json", "text")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 # Keys a shared TOML file may hold for other tokenrelay commands (the credential helpers).
 FOREIGN_KEYS = frozenset({"hosts"})
+MAX_CONFIG_BYTES = 1 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -339,11 +340,19 @@ def _pick(
 
 
 def _read_toml(path: str) -> dict[str, Any]:
+    # Read without blocking: SIGHUP re-reads the file on the event loop (see regularfile).
     try:
-        with Path(path).open("rb") as f:
-            data = tomllib.load(f)
+        raw = read_regular(path, MAX_CONFIG_BYTES)
+        if len(raw) > MAX_CONFIG_BYTES:
+            raise ConfigError(f"--config (env {ENV_PREFIX}CONFIG): {path} is over 1 MiB: not a config file")
+        data = tomllib.loads(raw.decode())
     except FileNotFoundError:
         raise ConfigError(f"--config (env {ENV_PREFIX}CONFIG): no file at {path}") from None
+    except NotRegularFile as exc:
+        raise ConfigError(
+            f"--config (env {ENV_PREFIX}CONFIG): {path} is {exc.kind}, not a regular file; "
+            "point it at the TOML file"
+        ) from None
     except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         # tomllib decodes the bytes itself: a file that is not UTF-8 raises UnicodeDecodeError
         raise ConfigError(f"--config (env {ENV_PREFIX}CONFIG): cannot read {path}: {exc}") from None

@@ -23,6 +23,7 @@ from aiohttp import web
 from . import idtoken, localapi, oneshot, peercred, sinks, unixsocket
 from .config import Settings
 from .exchanger import Exchanger
+from .listening import bind_error
 from .provider import Observer, TokenProvider, TokenProviders
 from .reloader import Reloader
 from .status import StatusBoard
@@ -33,6 +34,8 @@ if TYPE_CHECKING:
     from .metrics import Metrics
 
 log = logging.getLogger("tokenrelay")
+
+PROXY_LISTEN_SETTING = "--proxy-listen (env TOKENRELAY_PROXY_LISTEN)"
 
 
 class Component(Protocol):
@@ -81,6 +84,24 @@ class SocketServer:
         await self._runner.cleanup()
 
 
+class Listener:
+    """A component listening on a TCP address the user chose: a failure to bind names the flag."""
+
+    def __init__(self, component: Component, where: str, address: tuple[str, int]) -> None:
+        self._component = component
+        self._where = where
+        self._address = address
+
+    async def start(self) -> None:
+        try:
+            await self._component.start()
+        except OSError as exc:
+            raise bind_error(exc, self._where, *self._address) from None
+
+    async def stop(self) -> None:
+        await self._component.stop()
+
+
 def build_providers(
     settings: Settings, exchanger: Exchanger, observers: Sequence[Observer] = ()
 ) -> TokenProviders:
@@ -100,11 +121,13 @@ async def serve(
     environ: Mapping[str, str] | None = None,
     reload: Callable[[], Settings] | None = None,
     registry: CollectorRegistry | None = None,
+    proxy_setting: str = PROXY_LISTEN_SETTING,
 ) -> int:
     """Run the sidecar until ``stop`` is set or a signal arrives; the process exit status.
 
     ``listening`` is set once the socket and every server listen; ``reload`` gives the settings anew
-    (SIGHUP); ``registry`` holds the metrics (a fresh one if None).
+    (SIGHUP); ``registry`` holds the metrics (a fresh one if None); ``proxy_setting`` is what a
+    failure to bind the proxy names (``tokenrelay dev`` has a flag of its own).
     """
     stop = stop or asyncio.Event()
     metrics = _metrics(settings, registry)
@@ -145,7 +168,11 @@ async def serve(
             from .proxy import ProxyServer
 
             components.append(
-                ProxyServer.from_settings(settings, providers, metrics.proxy if metrics else None)
+                Listener(
+                    ProxyServer.from_settings(settings, providers, metrics.proxy if metrics else None),
+                    proxy_setting,
+                    settings.proxy_listen,
+                )
             )
         components.append(
             SocketServer(
@@ -159,10 +186,12 @@ async def serve(
         loop = asyncio.get_running_loop()
         _install_signals(loop, stop, Reloader(settings, reload, providers, file_sinks))
         try:
-            providers.start()
+            # Every listener binds before the first exchange starts: a port already taken then
+            # fails the start with one line, with no exchange to cut short on the way out.
             for component in components:
                 await component.start()
                 started.append(component)
+            providers.start()
             log.info(
                 "serving",
                 extra={

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .config import Settings
+from .listening import bind_error
 from .loopback import is_loopback
 
 if TYPE_CHECKING:
@@ -72,11 +73,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from . import logs
     from .cli import loop_factory
+    from .errors import ConfigError
 
     logs.setup(args.log_level, "text")  # to stderr: stdout carries the lines a user (or test) reads
     try:
         with asyncio.Runner(loop_factory=loop_factory(True)) as runner:
             return runner.run(main(args))
+    except ConfigError as exc:
+        print(f"tokenrelay dev: {exc}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         return 130
 
@@ -107,7 +112,10 @@ async def main(args: argparse.Namespace, stop: asyncio.Event | None = None) -> i
     token_file: RotatingTokenFile | None = None
     watcher: asyncio.Task[None] | None = None
     try:
-        await server.start()
+        try:
+            await server.start()
+        except OSError as exc:
+            raise bind_error(exc, "--emulator-listen", *args.emulator_listen) from None
         url = server.url
         org = emulator.organization("dev", "made by tokenrelay dev")
         for name, repos in (("team-a", ["web", "worker"]), ("team-b", ["api"])):
@@ -133,31 +141,36 @@ async def main(args: argparse.Namespace, stop: asyncio.Event | None = None) -> i
         proxy = f"http://{proxy_host}:{proxy_port}"
         host = url.removeprefix("http://")
         docker_config = write_docker_config(workdir / "docker", host)
-        say("emulator", url)
-        say("api_url", url)
-        say("auth_url", url)
-        say("organization", org.uid)
-        say("identity", workload.identity.uid)
-        say("subject", SUBJECT)
-        say("id_token_file", settings.id_token_file)
-        say("socket", settings.socket)
-        say("proxy", proxy)
-        say("try", f"curl {proxy}/iam/v2beta1/groups")
-        say("try", f"TOKENRELAY_SOCKET={settings.socket} tokenrelay token")
-        say(
-            "try",
-            f"echo {host} | TOKENRELAY_SOCKET={settings.socket} TOKENRELAY_HOSTS={host}={url} "
-            "docker-credential-tokenrelay get",
-        )
-        say(
-            "try",
-            f"DOCKER_CONFIG={docker_config} TOKENRELAY_SOCKET={settings.socket} "
-            f"TOKENRELAY_HOSTS={host}={url} podman pull --tls-verify=false {host}/{org.name}/{image}",
-        )
+        # Announced only once everything listens: a port already taken fails before any line.
+        lines = [
+            ("emulator", url),
+            ("api_url", url),
+            ("auth_url", url),
+            ("organization", org.uid),
+            ("identity", workload.identity.uid),
+            ("subject", SUBJECT),
+            ("id_token_file", settings.id_token_file),
+            ("socket", settings.socket),
+            ("proxy", proxy),
+            ("try", f"curl {proxy}/iam/v2beta1/groups"),
+            ("try", f"TOKENRELAY_SOCKET={settings.socket} tokenrelay token"),
+            (
+                "try",
+                f"echo {host} | TOKENRELAY_SOCKET={settings.socket} TOKENRELAY_HOSTS={host}={url} "
+                "docker-credential-tokenrelay get",
+            ),
+            (
+                "try",
+                f"DOCKER_CONFIG={docker_config} TOKENRELAY_SOCKET={settings.socket} "
+                f"TOKENRELAY_HOSTS={host}={url} podman pull --tls-verify=false {host}/{org.name}/{image}",
+            ),
+            ("ready", "Ctrl-C to stop"),
+        ]
         started = asyncio.Event()
-        watcher = asyncio.create_task(_announce_ready(started))
-        return await daemon.serve(settings, stop=stop, listening=started)
+        watcher = asyncio.create_task(_announce(started, lines))
+        return await daemon.serve(settings, stop=stop, listening=started, proxy_setting="--proxy-listen")
     finally:
+        announced = watcher is not None and watcher.done() and not watcher.cancelled()
         if watcher is not None:
             watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -166,7 +179,8 @@ async def main(args: argparse.Namespace, stop: asyncio.Event | None = None) -> i
             await token_file.stop()
         await server.stop()
         shutil.rmtree(workdir, ignore_errors=True)
-        print("stopped", flush=True, file=sys.stdout)
+        if announced:
+            print("stopped", flush=True, file=sys.stdout)
 
 
 def seed_image(emulator: Emulator, org_uid: str) -> str:
@@ -186,6 +200,7 @@ def write_docker_config(directory: Path, host: str) -> Path:
     return directory
 
 
-async def _announce_ready(started: asyncio.Event) -> None:
+async def _announce(started: asyncio.Event, lines: list[tuple[str, str]]) -> None:
     await started.wait()
-    say("ready", "Ctrl-C to stop")
+    for name, value in lines:
+        say(name, value)

@@ -8,6 +8,7 @@ carries it, by ``oidctoken``'s checks, which the credential helpers share.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -18,10 +19,12 @@ import aiohttp
 
 from .config import Settings
 from .errors import ConfigError, IdTokenError
+from .oidctoken import MAX_ID_TOKEN_BYTES, read_id_token_file
 from .oidctoken import checked as checked_token
-from .oidctoken import read_id_token_file
 
 FILE_SETTING = "--id-token-file (env TOKENRELAY_ID_TOKEN_FILE)"
+# {"count": ..., "value": "<token>"}: an OIDC token is at most 64 KiB (MAX_ID_TOKEN_BYTES).
+MAX_GITHUB_ANSWER_BYTES = 2 * MAX_ID_TOKEN_BYTES
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +105,7 @@ class GitHubActionsSource:
                         f"GitHub Actions' OIDC endpoint answered HTTP {response.status}; does the "
                         "job have `permissions: id-token: write`?"
                     )
-                body = await response.json(content_type=None)
+                body = json.loads(await _read_capped(response, MAX_GITHUB_ANSWER_BYTES))
         except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
             raise IdTokenError(
                 f"cannot get an OIDC token from GitHub Actions: {type(exc).__name__}"
@@ -111,6 +114,23 @@ class GitHubActionsSource:
         if not isinstance(value, str):
             raise IdTokenError('GitHub Actions\' OIDC endpoint answered without a "value"')
         return checked(value, self.description, self.wall)
+
+
+async def _read_capped(response: aiohttp.ClientResponse, limit: int) -> bytes:
+    """The body, refused past ``limit`` bytes before more than that is held in memory."""
+    too_big = IdTokenError(
+        f"GitHub Actions' OIDC endpoint answered over {limit // 1024} KiB: not an OIDC token"
+    )
+    if response.content_length is not None and response.content_length > limit:
+        raise too_big
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in response.content.iter_chunked(64 * 1024):
+        size += len(chunk)
+        if size > limit:
+            raise too_big
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def from_settings(

@@ -29,9 +29,27 @@ def unverified_claims(token: str) -> dict[str, Any] | None:
     return claims if isinstance(claims, dict) else None
 
 
+# 9999-12-31T23:59:59Z: the last moment a timestamp can be written (and datetime can hold).
+LAST_DATE = 253402300799.0
+
+
 def numeric_claim(claims: dict[str, Any], name: str) -> float | None:
-    """A NumericDate claim (``exp``, ``iat``, ``nbf``) as a float, or None when absent or malformed."""
+    """A NumericDate claim (``exp``, ``iat``, ``nbf``) as a float, or None when absent or malformed.
+
+    Malformed includes what Python's JSON reader lets through but is no date: ``NaN``,
+    ``Infinity`` and anything past year 9999, which no timestamp can show. (A time in the past is
+    a date: such a token is refused as expired.)
+    """
     value = claims.get(name)
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    return float(value)
+    return plausible_time(value)
+
+
+def plausible_time(value: float) -> float | None:
+    """``value`` as a Unix time when it is a number no later than year 9999, else None."""
+    try:
+        number = float(value)
+    except OverflowError:  # an int too large for a float
+        return None
+    return number if -LAST_DATE <= number <= LAST_DATE else None  # NaN fails both comparisons

@@ -21,7 +21,8 @@ from prometheus_client.exposition import choose_encoder
 
 from . import localapi
 from ._version import __version__
-from .errors import ConfigError, TokenRelayError
+from .errors import TokenRelayError
+from .listening import bind_error
 from .sts import Issued
 from .token import Token
 
@@ -210,9 +211,8 @@ class MetricsServer:
             await site.start()
         except OSError as exc:
             await self._runner.cleanup()
-            raise ConfigError(
-                f"--metrics-listen (env TOKENRELAY_METRICS_LISTEN): cannot listen on "
-                f"{self._host}:{self._port}: {exc.strerror or exc}"
+            raise bind_error(
+                exc, "--metrics-listen (env TOKENRELAY_METRICS_LISTEN)", self._host, self._port
             ) from None
         self.port = int(self._runner.addresses[0][1])
         log.info("metrics serving", extra={"listen": f"{self._host}:{self.port}"})

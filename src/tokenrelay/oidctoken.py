@@ -10,10 +10,10 @@ quickly and never load aiohttp.
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 from .errors import IdTokenError
 from .jwtclaims import numeric_claim, unverified_claims
+from .regularfile import NotRegularFile, read_regular
 from .timestamps import format_timestamp
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: the helpers import this module
@@ -28,6 +28,12 @@ def checked(raw: str, where: str, wall: Callable[[], float] = time.time) -> tupl
     value = raw.strip()
     if not value:
         raise IdTokenError(f"the OIDC token in {where} is empty")
+    if not value.isascii() or not value.isprintable():
+        # It travels as an HTTP header: a line break inside could never be sent.
+        raise IdTokenError(
+            f"the OIDC token in {where} has a line break, another control character or non-ASCII "
+            "text inside it: not a token"
+        )
     claims = unverified_claims(value)
     expiry = numeric_claim(claims, "exp") if claims else None
     if expiry is not None and expiry <= wall():
@@ -43,8 +49,11 @@ def read_id_token_file(
 ) -> tuple[str, float | None]:
     """``checked`` of the file at ``path``; IdTokenError naming ``setting`` (what points at it)."""
     try:
-        with Path(path).open("rb") as f:
-            raw = f.read(MAX_ID_TOKEN_BYTES + 1)
+        raw = read_regular(path, MAX_ID_TOKEN_BYTES)
+    except NotRegularFile as exc:
+        raise IdTokenError(
+            f"the OIDC token path {path} is {exc.kind}, not a regular file; point {setting} at the token file"
+        ) from None
     except FileNotFoundError:
         raise IdTokenError(
             f"no OIDC token file at {path}: mount the platform's token there or point {setting} at it"

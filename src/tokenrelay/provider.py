@@ -20,7 +20,7 @@ import contextlib
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -160,6 +160,11 @@ class TokenProvider:
             task = self._start()
         return await self._await(task)
 
+    @property
+    def in_flight(self) -> asyncio.Task[Token] | None:
+        """The exchange running now, if any."""
+        return self._task
+
     def refresh_now(self) -> None:
         """Start a refresh now, backoff or not (SIGHUP)."""
         self._next_attempt = 0.0
@@ -196,8 +201,18 @@ class TokenProvider:
                 await self._sleep_or_wake(delay)
                 continue
             task = self._task or self._start()
-            with contextlib.suppress(TokenRelayError):
+            try:
                 await asyncio.shield(task)
+            except TokenRelayError:
+                pass  # recorded and logged by _exchange
+            except Exception as exc:
+                # A bug after the exchange itself (an observer, the log line): the schedule must
+                # outlive it, and say so, or tokens silently stop being refreshed.
+                log.debug("refresh crashed", exc_info=True, extra={"audience": self.audience})
+                log.error(
+                    "refresh failed: internal error",
+                    extra={"audience": self.audience, "error": type(exc).__name__},
+                )
 
     def _delay_until_due(self) -> float:
         now = self._clock()
@@ -277,7 +292,8 @@ class TokenProvider:
             },
         )
         for observer in self._observers:
-            observer.exchanged(token, duration=received - started, issued=issued)
+            with self._observing(observer):
+                observer.exchanged(token, duration=received - started, issued=issued)
         return token
 
     def _record_failure(self, error: TokenRelayError, duration: float) -> None:
@@ -312,7 +328,24 @@ class TokenProvider:
             },
         )
         for observer in self._observers:
-            observer.failed(self.audience, error, duration=duration, consecutive=self._failures)
+            with self._observing(observer):
+                observer.failed(self.audience, error, duration=duration, consecutive=self._failures)
+
+    @contextlib.contextmanager
+    def _observing(self, observer: Observer) -> Iterator[None]:
+        """An observer's bug (metrics, a sink) is logged; the token and the schedule stand."""
+        try:
+            yield
+        except Exception as exc:
+            log.debug("observer crashed", exc_info=True, extra={"audience": self.audience})
+            log.error(
+                "observer failed: internal error",
+                extra={
+                    "audience": self.audience,
+                    "observer": type(observer).__name__,
+                    "error": type(exc).__name__,
+                },
+            )
 
     def _token_from(self, issued: Issued, received: float) -> Token:
         """Work out the new token's life from the token itself, then schedule its refresh."""
@@ -408,7 +441,9 @@ class TokenProviders:
         self._tasks = [asyncio.ensure_future(p.run()) for p in self._providers.values()]
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        """Stop the schedules and any exchange in flight: the session it runs on closes next."""
+        exchanges = [p.in_flight for p in self._providers.values() if p.in_flight is not None]
+        for running in (*self._tasks, *exchanges):
+            running.cancel()
+        await asyncio.gather(*self._tasks, *exchanges, return_exceptions=True)
         self._tasks = []

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .errors import TokenRelayError
+from .parentdirs import make_parents
 from .sts import Issued
 from .token import Token
 
@@ -29,7 +30,7 @@ class SinkError(TokenRelayError):
 def write_atomic(path: Path, data: bytes, mode: int) -> None:
     """Replace ``path`` with ``data`` so that no reader ever sees a partial file."""
     directory = path.parent
-    directory.mkdir(parents=True, exist_ok=True)
+    make_parents(directory, mode)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
     tmp = Path(tmp_name)
     try:

@@ -16,6 +16,7 @@ from email.utils import parsedate_to_datetime
 
 from . import aip193
 from .errors import ExchangeError
+from .jwtclaims import plausible_time
 from .redact import REDACTED, scrub
 from .timestamps import parse_timestamp
 
@@ -53,10 +54,15 @@ def refusal(
     retry_after: str | None,
     auth_url_setting: str,
 ) -> ExchangeError:
-    """The error for a non-200 answer; ``auth_url_setting`` names what the reader sets to fix a redirect."""
+    """The error for a non-200 answer; ``auth_url_setting`` names what the reader sets to fix a redirect.
+
+    Every field the service chose (message, ErrorInfo reason, Location) is redacted alike: a service
+    that echoes the bearer may do it anywhere, and the error reaches logs, /readyz and the socket's 503.
+    """
     if 300 <= status < 400:
+        shown = _where_to(location, id_token) if location else "(no Location)"
         return ExchangeError(
-            f"token service answered HTTP {status} redirecting to {location or '(no Location)'}; "
+            f"token service answered HTTP {status} redirecting to {shown}; "
             "not followed, since the OIDC token would go with it. "
             f"Point {auth_url_setting} at the final address",
             status=status,
@@ -72,8 +78,8 @@ def refusal(
             retry_after=delay,
         )
     code, message, reason = parsed
-    # A service that quotes the bearer back must not get it into our errors, JWT-shaped or not.
-    why = scrub(message.replace(id_token, REDACTED))[:500]
+    why = redacted(message, id_token)[:500]
+    reason = redacted(reason, id_token)[:100]
     label = f"{aip193.Code(code).name}, " if code in aip193.Code._value2member_map_ else ""
     return ExchangeError(
         f"token service refused the exchange for audience {audience}: {why} "
@@ -86,6 +92,31 @@ def refusal(
     )
 
 
+def redacted(text: str, id_token: str) -> str:
+    """``text`` with the bearer (as sent, or percent-encoded as in a URL) and anything JWT-shaped
+    replaced by [secure]: a service that quotes it back must not get it into our errors."""
+    from urllib.parse import quote  # only on a refusal: the helpers' success path never pays for it
+
+    for form in (id_token, quote(id_token, safe="")):
+        if form:
+            text = text.replace(form, REDACTED)
+    return scrub(text)
+
+
+def _where_to(location: str, id_token: str) -> str:
+    """A redirect's target as the reader needs it to fix the URL setting: the address, never the
+    query or fragment (where a service would put an echoed bearer), decoded then redacted."""
+    from urllib.parse import unquote, urlsplit
+
+    try:
+        parts = urlsplit(location)
+    except ValueError:
+        return "(an unreadable Location)"
+    address = f"{parts.scheme}://{parts.netloc}{parts.path}" if parts.scheme else parts.path
+    hidden = "?…" if parts.query or parts.fragment else ""
+    return redacted(unquote(address), id_token)[:300] + hidden
+
+
 def oversized(length: int | None = None) -> ExchangeError:
     """The error for an answer over MAX_ANSWER_BYTES (``length`` when the headers announced it)."""
     size = f" {length} bytes," if length is not None else ""
@@ -93,12 +124,13 @@ def oversized(length: int | None = None) -> ExchangeError:
 
 
 def stated_expiry(value: object) -> float | None:
-    """``expiry`` as a Unix time: a number of seconds, or an ISO 8601 timestamp; else None."""
+    """``expiry`` as a Unix time: a number of seconds, or an ISO 8601 timestamp; else None
+    (also for ``NaN``, ``Infinity`` and times past year 9999, which no timestamp can show)."""
     if isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value)
+        return plausible_time(value)
     if isinstance(value, str):
         try:
-            return parse_timestamp(value)
+            return plausible_time(parse_timestamp(value))
         except ValueError:
             return None
     return None
@@ -109,7 +141,7 @@ def retry_after_seconds(value: str | None, wall: Callable[[], float] = time.time
     if not value:
         return None
     value = value.strip()
-    if value.isdigit():
+    if value.isascii() and value.isdigit():  # str.isdigit() also takes '²' and '٣', which float() refuses
         return float(value)
     moment = http_date(value)
     if moment is None:

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+_LAST = 253402300799.999  # 9999-12-31T23:59:59.999Z
+
 
 def format_timestamp(epoch_seconds: float) -> str:
-    """``2026-11-21T12:00:00.000Z`` for a Unix time."""
-    moment = datetime.fromtimestamp(epoch_seconds, tz=UTC)
+    """``2026-11-21T12:00:00.000Z`` for a Unix time, held within 1970 to 9999 (what the form can show)."""
+    if not epoch_seconds >= 0.0:  # also NaN
+        epoch_seconds = 0.0
+    moment = datetime.fromtimestamp(min(epoch_seconds, _LAST), tz=UTC)
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 

@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 
 from .errors import ConfigError
+from .parentdirs import make_parents
 
 _WHERE = "--socket (env TOKENRELAY_SOCKET)"
 
@@ -23,7 +24,7 @@ def bind(path: str, mode: int, backlog: int = 1024) -> socket.socket:
     """A listening Unix socket at ``path`` with permission bits ``mode``; raises ConfigError."""
     target = Path(path)
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
+        make_parents(target.parent, mode)
     except OSError as exc:
         raise ConfigError(f"{_WHERE}: cannot create {target.parent}: {exc.strerror}") from None
     _clear_stale(target)
@@ -60,12 +61,25 @@ def _clear_stale(target: Path) -> None:
         raise ConfigError(f"{_WHERE}: {target} exists and is not a socket; remove it or choose another path")
     probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     probe.settimeout(1.0)
+    owner = f"another user (uid {info.st_uid})"
     try:
         probe.connect(str(target))
     except (ConnectionRefusedError, FileNotFoundError):
-        with contextlib.suppress(FileNotFoundError):
+        try:
             target.unlink()
+        except FileNotFoundError:
+            pass
+        except OSError as exc:  # e.g. a sticky /tmp: only its owner (or root) may remove it
+            raise ConfigError(
+                f"{_WHERE}: {target} is a stale socket of {owner} that this user cannot remove "
+                f"({exc.strerror}); remove it as that user or root, or choose another path"
+            ) from None
         return
+    except PermissionError:
+        raise ConfigError(
+            f"{_WHERE}: {target} is a socket of {owner} that this user may not connect to; if nothing "
+            "serves on it, remove it as that user or root, or choose another path"
+        ) from None
     except OSError:
         pass  # e.g. a timeout: someone holds it but does not accept; treat as live
     finally:

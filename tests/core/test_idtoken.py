@@ -110,3 +110,31 @@ async def test_github_actions_source_asks_for_the_audience(aiohttp_server: objec
         assert (await source.read()).value == issued
     assert seen == {"auth": "bearer gh-request-token", "audience": "https://auth.example.test"}
     assert "gh-request-token" not in repr(source)
+
+
+@pytest.mark.parametrize("announced", [True, False], ids=["content-length", "chunked"])
+async def test_github_actions_answer_over_the_cap_is_refused(aiohttp_server: object, announced: bool) -> None:
+    """A huge answer from GitHub's endpoint is refused at 128 KiB, announced or streamed, not read whole."""
+
+    async def endpoint(request: web.Request) -> web.StreamResponse:
+        filler = b'{"value": "' + b"a" * (200 * 1024) + b'"}'
+        if announced:
+            return web.Response(body=filler, content_type="application/json")
+        response = web.StreamResponse()
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        for start in range(0, len(filler), 16 * 1024):
+            await response.write(filler[start : start + 16 * 1024])
+        await response.write_eof()
+        return response
+
+    app = web.Application()
+    app.router.add_get("/token", endpoint)
+    server: TestServer = await aiohttp_server(app)  # type: ignore[operator]
+    async with aiohttp.ClientSession() as session:
+        source = GitHubActionsSource(
+            session, str(server.make_url("/token")), "t", "https://auth.example.test"
+        )
+        with pytest.raises(IdTokenError) as caught:
+            await source.read()
+    assert str(caught.value) == "GitHub Actions' OIDC endpoint answered over 128 KiB: not an OIDC token"

@@ -18,7 +18,8 @@ from tokenrelay.config import Settings
 from tokenrelay.daemon import SocketServer
 from tokenrelay.errors import ConfigError
 from tokenrelay.provider import TokenProviders
-from tokenrelay.testing import jti, refusal
+from tokenrelay.testing import jti, make_jwt, refusal
+from tokenrelay.timestamps import format_timestamp
 from tokenrelay.unixsocket import bind
 
 from .conftest import API, Harness
@@ -167,3 +168,16 @@ async def test_concurrent_socket_callers_share_one_exchange(served: tuple[Harnes
     results = await asyncio.gather(*calls)
     assert {status for status, _ in results} == {200}
     assert harness.service.calls == 1
+
+
+async def test_token_whose_exp_is_infinity_is_served_as_json(served: tuple[Harness, str]) -> None:
+    """A token with ``exp: Infinity`` is served (with the documented hour as its expiry), not a bare 500."""
+    harness, path = served
+
+    async def infinite(request: web.Request) -> web.StreamResponse:
+        return web.json_response({"token": make_jwt({"aud": API, "exp": float("inf")})})
+
+    harness.service.behaviour = infinite
+    status, body = await _get(path, "/v1/token")
+    assert status == 200, body
+    assert json.loads(body)["expireTime"] == format_timestamp(harness.clock.wall() + 3600)

@@ -9,11 +9,12 @@ import pytest
 from aiohttp import web
 
 from tokenrelay import aip193
-from tokenrelay.errors import TokenUnavailable
-from tokenrelay.provider import TokenProvider
+from tokenrelay.errors import TokenRelayError, TokenUnavailable
+from tokenrelay.provider import TokenProvider, TokenProviders
 from tokenrelay.sts import Issued
 from tokenrelay.testing import FakeClock, jti, make_jwt, refusal
-from tokenrelay.token import TokenState
+from tokenrelay.timestamps import format_timestamp
+from tokenrelay.token import Token, TokenState
 
 from .conftest import API, Harness
 
@@ -295,6 +296,80 @@ async def test_jitter_draws_are_reproducible() -> None:
         return TokenProvider(API, fetch, clock=clock, wall=clock.wall, rng=random.Random(seed))
 
     assert (await build(7).get()).refresh_at == (await build(7).get()).refresh_at
+
+
+@pytest.mark.parametrize(
+    "exp", [253402300800, 10**400, float("inf"), float("nan")], ids=["year-10000", "huge", "inf", "nan"]
+)
+async def test_an_exp_no_timestamp_can_show_counts_as_no_exp(harness: Harness, exp: float) -> None:
+    """exp past year 9999, Infinity or NaN: the documented hour applies and the schedule runs on."""
+
+    async def odd(request: web.Request) -> web.StreamResponse:
+        return web.json_response({"token": make_jwt({"aud": API, "exp": exp})})
+
+    harness.service.behaviour = odd
+    provider = harness.provider()
+    schedule = asyncio.ensure_future(provider.run())
+    try:
+        await _until(lambda: provider.token is not None)
+        token = provider.token
+        assert token is not None and token.lifetime == 3600
+        assert token.expire_time == format_timestamp(harness.clock.wall() + 3600)
+        await _until(lambda: harness.clock.sleeping == 1)  # the schedule waits for the refresh point
+        harness.clock.tick(token.refresh_at - harness.clock.now + 1)
+        await _until(lambda: harness.service.calls == 2)  # the schedule outlived the odd token
+    finally:
+        schedule.cancel()
+        await asyncio.gather(schedule, return_exceptions=True)
+
+
+async def test_a_crashing_observer_is_logged_and_changes_nothing(
+    harness: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An observer that raises (a metrics or sink bug): callers get the token, the schedule goes on."""
+
+    class Crashing:
+        def exchanged(self, token: Token, *, duration: float, issued: Issued) -> None:
+            raise RuntimeError("bug")
+
+        def failed(self, audience: str, error: TokenRelayError, *, duration: float, consecutive: int) -> None:
+            raise RuntimeError("bug")
+
+    provider = TokenProvider(
+        API,
+        harness.fetch,
+        clock=harness.clock,
+        wall=harness.clock.wall,
+        sleep=harness.clock.sleep,
+        rng=random.Random(1),
+        observers=[Crashing()],
+    )
+    token = await provider.get()
+    assert jti(token.value) == "t1"
+    assert "observer failed: internal error" in caplog.text
+    schedule = asyncio.ensure_future(provider.run())
+    try:
+        await _until(lambda: harness.clock.sleeping == 1)
+        harness.clock.tick(token.refresh_at - harness.clock.now + 1)
+        await _until(lambda: provider.token is not token)
+    finally:
+        schedule.cancel()
+        await asyncio.gather(schedule, return_exceptions=True)
+
+
+async def test_stop_cancels_an_exchange_in_flight_without_a_failure(
+    harness: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Stopping mid-exchange records no failure and logs no "exchange failed" (the session closes next)."""
+    provider = harness.provider()
+    providers = TokenProviders([provider])
+    harness.service.gate = asyncio.Event()
+    providers.start()
+    await _until(lambda: harness.service.calls == 1)
+    await providers.stop()
+    assert provider.in_flight is None
+    assert provider.status().error is None
+    assert "exchange failed" not in caplog.text
 
 
 async def _until(condition: object, limit: int = 2000) -> None:

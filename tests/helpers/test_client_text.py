@@ -87,11 +87,11 @@ def test_text_refusal_that_is_not_aip193_names_the_status(canned: tuple[str, lis
 
 
 def test_docker_helper_reports_a_sidecar_refusal(stack: Stack, client_env: dict[str, str]) -> None:
-    """The installed helper turns a sidecar refusal into one line on stdout and exit status 1."""
+    """The installed helper turns a sidecar refusal into one line on stdout (and stderr), exit status 1."""
     env = client_env | {"TOKENRELAY_HOSTS": "unknown.example"}
     result = run([script("docker-credential-tokenrelay"), "get"], env, "unknown.example")
     assert result.returncode == 1
     assert result.stdout.startswith(f"tokenrelay: the tokenrelay sidecar at {stack.socket} has no token: ")
     assert "--audience unknown.example" in result.stdout
     assert result.stdout.count("\n") == 1
-    assert result.stderr == ""
+    assert result.stderr == result.stdout

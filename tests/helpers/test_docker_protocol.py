@@ -75,9 +75,27 @@ def test_get_uses_the_configured_audience() -> None:
 def test_get_other_host_is_exactly_not_found(server: str) -> None:
     """Any other host gets exactly the not-found text with exit 1, and no token is fetched."""
     fetch = Fetcher()
-    status, out, _ = call("get", server, fetch=fetch)
-    assert (status, out) == (1, NOT_FOUND + "\n")
+    status, out, err = call("get", server, fetch=fetch)
+    assert (status, out, err) == (1, NOT_FOUND + "\n", "")
     assert fetch.audiences == []
+
+
+@pytest.mark.parametrize(
+    ("action", "stdin", "error"),
+    [
+        ("get", "registry.example.com", CredentialError("no tokenrelay sidecar is listening at /x.sock")),
+        ("get", "", None),
+        ("frobnicate", "", None),
+        ("get", "registry.example.com", RuntimeError("boom")),
+    ],
+)
+def test_every_failure_is_also_on_stderr(action: str, stdin: str, error: Exception | None) -> None:
+    """Every failure but not-found writes its one line to stderr too: the docker CLI shows only that."""
+    status, out, err = call(action, stdin, fetch=Fetcher(error))
+    assert status == 1
+    assert out.startswith("tokenrelay: ")
+    assert out.count("\n") == 1
+    assert err == out
 
 
 def test_get_without_hosts_configured_explains_on_stderr() -> None:

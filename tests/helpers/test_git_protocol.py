@@ -55,6 +55,17 @@ def test_get_answers_username_password_and_expiry() -> None:
     assert answer == {"username": "_token", "password_expiry_utc": "2000000000"}
 
 
+@pytest.mark.parametrize("exp", [253402300800, float("inf"), float("nan")], ids=["year-10000", "inf", "nan"])
+def test_an_exp_no_timestamp_can_show_gives_no_expiry_line(exp: float) -> None:
+    """A token whose exp is past year 9999, Infinity or NaN is answered without an expiry, not an error."""
+    out, err = io.StringIO(), io.StringIO()
+    token = jwt_for("git.example.com", exp=exp)
+    stdin = io.StringIO("protocol=https\nhost=git.example.com\n\n")
+    status = handle("get", stdin, out, environ=ENV, fetch=lambda _: Credential(token), stderr=err)
+    assert (status, err.getvalue()) == (0, "")
+    assert out.getvalue() == f"username=_token\npassword={token}\n"
+
+
 def test_get_with_authtype_capability_answers_bearer() -> None:
     """When git announces ``capability[]=authtype`` the answer is an ephemeral Bearer credential."""
     stdin = "capability[]=authtype\ncapability[]=state\nprotocol=https\nhost=git.example.com\n"

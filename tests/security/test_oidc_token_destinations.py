@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import aiohttp
 import pytest
@@ -151,3 +152,78 @@ async def test_oidc_token_echoed_in_a_refusal_does_not_come_back_out(
         assert oidc[1] not in text
         assert oidc[1].split(".")[1] not in text
         assert "[secure]" in text
+
+
+OPAQUE = "opaque-oidc-0123456789abcdef"  # an OIDC token that is not a JWT: scrub() cannot spot it
+
+
+@pytest.mark.parametrize("where", ["reason", "location", "location-encoded", "message"])
+async def test_an_opaque_oidc_token_echoed_anywhere_in_a_refusal_does_not_come_back_out(
+    service: Served, tmp_path: Path, caplog: pytest.LogCaptureFixture, where: str
+) -> None:
+    """Echoed in an ErrorInfo reason, a redirect's Location (plain or percent-encoded) or the message,
+    an opaque OIDC token reaches neither the socket's 503, /readyz, the status nor the logs."""
+    fake, server = service
+    path = tmp_path / "token"
+    path.write_text(OPAQUE)
+
+    async def echo(request: web.Request) -> web.StreamResponse:
+        bearer = request.headers["Authorization"].removeprefix("Bearer ")
+        if where == "reason":
+            return refusal(aip193.Code.UNAUTHENTICATED, "cannot verify", 401, f"BAD_{bearer}")
+        if where == "message":
+            return refusal(aip193.Code.UNAUTHENTICATED, f"cannot verify {bearer}", 401, "BAD")
+        query = bearer.replace("-", "%2D") if where == "location-encoded" else bearer
+        location = f"https://elsewhere.example/{query}/exchange?t={query}"
+        return web.Response(status=302, headers={"Location": location})
+
+    fake.behaviour = echo
+    async with aiohttp.ClientSession() as session:
+        provider, providers = await provider_for(session, server, str(path))
+        app = localapi.create_app(providers, providers.ready)
+        async with TestClient(TestServer(app)) as local:
+            token = await local.get("/v1/token")
+            token_body = await token.text()
+            ready = await local.get("/readyz")
+            ready_body = await ready.text()
+    assert (token.status, ready.status) == (503, 503)
+    assert fake.seen_id_tokens == [OPAQUE]
+    for text in (token_body, ready_body, str(provider.status()), caplog.text):
+        assert OPAQUE not in text
+        assert OPAQUE.replace("-", "%2D") not in text
+    assert "[secure]" in str(provider.status())
+
+
+async def test_cr_lf_inside_the_oidc_token_is_reported_as_such(service: Served, tmp_path: Path) -> None:
+    """A line break inside the OIDC token is refused before any request, named for what it is."""
+    fake, server = service
+    path = tmp_path / "token"
+    path.write_bytes(b"eyJhbGciOi.eyJzdWIi\r\nX-Injected: 1.sig\n")
+    async with aiohttp.ClientSession() as session:
+        provider, _ = await provider_for(session, server, str(path))
+        with pytest.raises(TokenUnavailable) as caught:
+            await provider.get()
+    assert str(caught.value) == (
+        f"no token for audience {API}: the OIDC token in file {path} has a line break, another control "
+        "character or non-ASCII text inside it: not a token"
+    )
+    assert fake.seen_id_tokens == []
+
+
+async def test_a_non_ascii_retry_after_is_ignored_not_an_internal_error(
+    service: Served, oidc: tuple[str, str]
+) -> None:
+    """A 503 with ``Retry-After: ²`` reads as the service's refusal, not as an internal ValueError."""
+    fake, server = service
+
+    async def busy(request: web.Request) -> web.StreamResponse:
+        return web.Response(status=503, headers={"Retry-After": "²"})
+
+    fake.behaviour = busy
+    async with aiohttp.ClientSession() as session:
+        provider, _ = await provider_for(session, server, oidc[0])
+        with pytest.raises(TokenUnavailable) as caught:
+            await provider.get()
+    assert str(caught.value) == (
+        f"no token for audience {API}: token service refused the exchange for audience {API}: HTTP 503"
+    )

@@ -85,11 +85,15 @@ def run(args: argparse.Namespace) -> int:
         return _mint(args)
     from .. import logs
     from ..cli import loop_factory
+    from ..errors import ConfigError
 
     logs.setup("info", "text")
     try:
         with asyncio.Runner(loop_factory=loop_factory(True)) as runner:
             return runner.run(serve(args))
+    except ConfigError as exc:
+        print(f"tokenrelay emulate: {exc}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         return 0
 
@@ -109,7 +113,12 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event | None = None) -> 
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     try:
-        await server.start()
+        try:
+            await server.start()
+        except OSError as exc:
+            from ..listening import bind_error
+
+            raise bind_error(exc, "--listen", *args.listen) from None
         url = server.url
         _say(f"emulator: {url}")
         _say(f"issuer: {url}  (discovery {url}/.well-known/openid-configuration)")

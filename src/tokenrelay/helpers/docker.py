@@ -4,7 +4,9 @@
 ``https://index.docker.io/v1/``) and answers ``{"ServerURL", "Username": "_token", "Secret"}`` for a
 configured host. Every other host gets exactly ``credentials not found in native keychain``, the one
 error after which docker and skopeo carry on anonymously; any other error is fatal for them, so it
-is kept for real failures. Errors go to stdout with exit status 1, as the protocol wants.
+is kept for real failures. Errors go to stdout with exit status 1, as the protocol wants, and to
+stderr as well: the docker CLI discards a helper's stdout error and pulls anonymously, so stderr,
+which it passes through, is the only place its user sees why.
 ``store`` and ``erase`` accept and ignore their input: nothing is stored, every token is fetched.
 
 ``get`` imports neither ``json`` nor ``re`` (``json`` imports it, with ``enum`` and ``functools``):
@@ -63,16 +65,23 @@ def handle(
         if action == "version":
             stdout.write(f"{PROG} (tokenrelay) {__version__}\n")
             return 0
-        stdout.write(f"tokenrelay: unknown action {action!r}; usage: {PROG} get|store|erase|list|version\n")
-        return 1
+        return _fail(f"unknown action {action!r}; usage: {PROG} get|store|erase|list|version", stdout, stderr)
     except (HostsError, CredentialError) as exc:
-        stdout.write(f"tokenrelay: {exc}\n")
+        return _fail(str(exc), stdout, stderr)
     except UnicodeDecodeError:
-        stdout.write(
-            "tokenrelay: stdin is not UTF-8 text; it should be a server such as registry.example.com\n"
+        return _fail(
+            "stdin is not UTF-8 text; it should be a server such as registry.example.com", stdout, stderr
         )
-    except Exception as exc:  # the client shows our stdout as the error: one line, never a traceback
-        stdout.write(f"tokenrelay: internal error ({type(exc).__name__}); please report it\n")
+    except Exception as exc:  # the client shows our output as the error: one line, never a traceback
+        return _fail(f"internal error ({type(exc).__name__}); please report it", stdout, stderr)
+
+
+def _fail(reason: str, stdout: TextIO, stderr: TextIO | None) -> int:
+    """Report a failure where every client looks: stdout (the protocol) and stderr (the docker CLI)."""
+    line = f"tokenrelay: {reason}\n"
+    stdout.write(line)
+    if stderr is not None:
+        stderr.write(line)
     return 1
 
 
@@ -85,11 +94,12 @@ def _get(
 ) -> int:
     server = server_text.strip()
     if not server or len(server_text) > MAX_INPUT:
-        stdout.write(
-            f"tokenrelay: expected a server such as registry.example.com on stdin, got "
-            f"{'nothing' if not server else 'over 64 KiB'}\n"
+        return _fail(
+            "expected a server such as registry.example.com on stdin, got "
+            f"{'nothing' if not server else 'over 64 KiB'}",
+            stdout,
+            stderr,
         )
-        return 1
     hosts = load(env)
     host = match(hosts, server)
     if host is None:
