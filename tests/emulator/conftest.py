@@ -44,6 +44,7 @@ class World:
     async def call(self, method: str, path: str, as_: str | None = "owner", **kwargs: Any) -> tuple[int, Any]:
         """``(status, parsed JSON or None)`` for a request made as the identity with role ``as_``."""
         headers = {"Authorization": f"Bearer {self.tokens[as_]}"} if as_ else {}
+        headers.update(kwargs.pop("headers", {}))
         async with self.http.request(method, self.url + path, headers=headers, **kwargs) as response:
             raw = await response.read()
             return response.status, (await response.json() if raw else None)

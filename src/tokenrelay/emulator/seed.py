@@ -2,7 +2,8 @@
 
 Idempotent: an organization named ``acme`` already in the state is reused, not duplicated. The
 identities match this emulator's issuer and the subjects ``seed-owner`` and ``seed-viewer``, so
-``tokenrelay emulate mint --sub seed-owner`` gives a token that the token service accepts.
+``tokenrelay emulate mint --sub seed-owner`` gives a token that the token service accepts. The repo
+``hello`` gets two advisories.
 """
 
 from __future__ import annotations
@@ -20,6 +21,26 @@ LAYOUT = {
     "apps": ["web", "api"],
     "apps/staging": [],
 }
+
+
+ADVISORIES: list[dict[str, object]] = [
+    {
+        "vulnerabilityId": "CVE-2026-0001",
+        "aliases": ["GHSA-aaaa-bbbb-cccc"],
+        "package": "openssl",
+        "severity": "HIGH",
+        "status": "FIXED",
+        "fixedVersion": "3.4.1-r0",
+        "summary": "example advisory from --seed",
+    },
+    {
+        "vulnerabilityId": "CVE-2026-0002",
+        "package": "busybox",
+        "severity": "LOW",
+        "status": "UNDER_INVESTIGATION",
+        "summary": "example advisory from --seed",
+    },
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +68,9 @@ def seed(emulator: Emulator) -> Seeded:
         uids[path] = group.uid
         for repo in repos:
             emulator.repo(group.uid, repo)
-    emulator.repo(org.uid, "hello")
+    hello = emulator.repo(org.uid, "hello")
+    for fields in ADVISORIES:
+        emulator.advisory(hello.uid, fields)
     identities = {
         role: emulator.workload(org.uid, subject, role=role, name=f"seed {role}").identity
         for role, subject in SUBJECTS.items()
