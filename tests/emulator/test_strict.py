@@ -268,3 +268,24 @@ async def test_exchange_names_the_claim_that_does_not_match(world: World) -> Non
         400,
         invalid([("scope", "unknown query parameter; this endpoint accepts: aud, identity")], STS_DOMAIN),
     )
+
+
+@pytest.mark.parametrize(
+    "content_type", ["application/x-www-form-urlencoded", "application/x-www-form-urlencoded; charset=nope"]
+)
+async def test_exchange_form_that_does_not_decode(world: World, content_type: str) -> None:
+    """A form body in bytes that do not decode is code 3 naming body (the property hunt found a 500)."""
+    async with world.http.post(
+        world.url + "/sts/exchange", data=b"aud=\x80", headers={"Content-Type": content_type}
+    ) as r:
+        assert (r.status, await r.json()) == (
+            400,
+            invalid([("body", "not a URL-encoded form in UTF-8")], STS_DOMAIN),
+        )
+    async with world.http.post(
+        world.url + "/sts/exchange", data=b'{"aud": "x"}', headers={"Content-Type": "application/json"}
+    ) as r:
+        assert await r.json() == invalid(
+            [("Content-Type", "send aud and identity in the query, or as application/x-www-form-urlencoded")],
+            STS_DOMAIN,
+        )

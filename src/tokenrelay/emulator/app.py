@@ -222,6 +222,8 @@ async def _form(request: web.Request, query: dict[str, str]) -> dict[str, str]:
         form = await request.post()
     except web.HTTPRequestEntityTooLarge:
         raise invalid_argument("body", f"larger than {MAX_BODY} bytes", STS_DOMAIN) from None
+    except (ValueError, LookupError):  # undecodable bytes, an unknown charset
+        raise invalid_argument("body", "not a URL-encoded form in UTF-8", STS_DOMAIN) from None
     violations = []
     fields: dict[str, str] = {}
     for name in sorted(set(form)):
