@@ -185,13 +185,13 @@ class Ref(NamedTuple):
     """A value resolved against the example's seed: a uid, the invite code, a page token (or a cut one)."""
 
     kind: str
-    index: int
+    pick: int
 
 
 class Slot(NamedTuple):
-    """The index-th of the operation's own names (its body fields or query parameters)."""
+    """The n-th of the operation's own names (its body fields or query parameters)."""
 
-    index: int
+    n: int
 
 
 def often(likely: st.SearchStrategy[Any], rest: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
@@ -200,7 +200,7 @@ def often(likely: st.SearchStrategy[Any], rest: st.SearchStrategy[Any]) -> st.Se
 
 
 # Built once: placeholders (Ref, Slot) keep the strategies independent of each example's fresh seed.
-text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=12)
+text = st.text(st.characters(codec="utf-8"), max_size=12)
 refs = st.builds(Ref, st.sampled_from(["uid", "uid", "code", "page_token", "cut_token"]), st.integers(0, 63))
 slots = st.builds(Slot, st.integers(0, 63))
 scalars = st.one_of(
@@ -252,9 +252,9 @@ def resolve(world: World, value: Any, names: tuple[str, ...]) -> Any:
             "page_token": [world.page_token],
             "cut_token": [world.page_token[:-2]],
         }[value.kind]
-        return picks[value.index % len(picks)]
+        return picks[value.pick % len(picks)]
     if isinstance(value, Slot):
-        return names[value.index % len(names)] if names else None
+        return names[value.n % len(names)] if names else None
     if isinstance(value, list):
         return [resolve(world, v, names) for v in value]
     if isinstance(value, dict):
