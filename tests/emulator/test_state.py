@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 
@@ -27,7 +28,7 @@ async def test_restart_keeps_resources_and_tokens(tmp_path: Path, http: aiohttp.
         org = seeded.organization.uid
         role = res.create_role(org, {"name": "r", "capabilities": ["groups.get"]})
         invite, code = res.create_invite(org, {"roleUid": role.uid})
-        kept = {
+        kept: dict[str, Any] = {
             "role": role.v2(),
             "invite": res.render_invite(invite),
             "provider": res.create_provider(org, {"name": "p", "oidc": {"issuer": "https://i.example"}}).v2(),
