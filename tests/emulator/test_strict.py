@@ -58,6 +58,10 @@ async def test_unknown_and_repeated_query_parameters(world: World) -> None:
     assert error == invalid([("view", "unknown query parameter; this endpoint accepts: none")])
     status, error = await world.call("GET", "/iam/v2beta1/groups?skip=1&skip=2")
     assert error == invalid([("skip", "given more than once")])
+    status, error = await world.call(
+        "PATCH", f"/iam/v2beta1/groups/{world.org.uid}?updateMask=name&update_mask=description", json={}
+    )
+    assert error == invalid([("update_mask", "give updateMask or update_mask, not both")])
 
 
 @pytest.mark.parametrize("value", ["1e3", "+5", " 5", "0x10", "2147483648", "99999999999999999999", "", "٣"])

@@ -23,7 +23,14 @@ from aiohttp import web
 
 from . import access, pagination
 from .access import ROLES
-from .errors import IAM_DOMAIN, REGISTRY_DOMAIN, VULNERABILITIES_DOMAIN, not_found, unauthenticated
+from .errors import (
+    IAM_DOMAIN,
+    REGISTRY_DOMAIN,
+    VULNERABILITIES_DOMAIN,
+    invalid_argument,
+    not_found,
+    unauthenticated,
+)
 from .inputs import check_query, json_body
 from .model import Advisory, Group, Identity, Repo, RoleBinding, parent_of
 from .pagetoken import PageTokens
@@ -162,6 +169,8 @@ class Kind:
         record = self.find(resources, request.match_info["uid"])
         self.require(request, who, "update", record)
         body = await json_body(request, self.domain)
+        if len(MASK & query.keys()) > 1:
+            raise invalid_argument("update_mask", "give updateMask or update_mask, not both", self.domain)
         mask = query.get("updateMask", query.get("update_mask"))
         return respond(self.render(resources, self.update(resources, record.uid, body, mask)))
 
