@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tokenrelay.emulator import Emulator, api
+from tokenrelay.emulator import Emulator, api, associations, invites, providers, roles
 from tokenrelay.emulator.access import ROLE_BY_NAME
 from tokenrelay.emulator.pagination import FIELD_ALIASES
 
@@ -28,17 +28,17 @@ def _identity(e: Emulator, parent: str, name: str, i: int) -> str:
 
 MAKERS: dict[str, Maker] = {
     "identities": _identity,
-    "roles": lambda e, p, n, i: e.resources.create_role(p, {"name": n, "capabilities": ["groups.get"]}),
+    "roles": lambda e, p, n, i: roles.create(e.resources, p, {"name": n, "capabilities": ["groups.get"]}),
     "roleBindings": lambda e, p, n, i: e.resources.create_binding(
         p, {"identityUid": _identity(e, p, n, i), "roleUid": VIEWER}
     ),
-    "identityProviders": lambda e, p, n, i: e.resources.create_provider(
-        p, {"name": n, "oidc": {"issuer": "https://i.example"}}
+    "identityProviders": lambda e, p, n, i: providers.create(
+        e.resources, p, {"name": n, "oidc": {"issuer": "https://i.example"}}
     ),
-    "accountAssociations": lambda e, p, n, i: e.resources.create_association(
-        p, {"name": n, "amazon": {"account": "123456789012"}}
+    "accountAssociations": lambda e, p, n, i: associations.create(
+        e.resources, p, {"name": n, "amazon": {"account": "123456789012"}}
     ),
-    "groupInvites": lambda e, p, n, i: e.resources.create_invite(p, {"roleUid": VIEWER}),
+    "groupInvites": lambda e, p, n, i: invites.create(e.resources, p, {"roleUid": VIEWER}),
     "advisories": lambda e, p, n, i: e.advisory(p, {"vulnerabilityId": f"CVE-2026-{i}", "package": n}),
 }
 KINDS = {kind.plural: kind for kind in api.KINDS}

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tokenrelay.emulator import Emulator, api, resources
+from tokenrelay.emulator import Emulator, api, associations, invites, providers, resources, roles
 from tokenrelay.emulator.access import ROLE_BY_NAME
 
 from .harness import SyncEmulator
@@ -83,12 +83,14 @@ class World:
         viewer = emulator.workload(team.uid, "viewer", role="viewer").identity
         repo = emulator.repo(team.uid, "web")
         advisory = emulator.advisory(repo.uid, {"vulnerabilityId": "CVE-1", "package": "p"})
-        role = emulator.resources.create_role(team.uid, {"name": "r", "capabilities": ["groups.get"]})
-        invite, self.code = emulator.resources.create_invite(team.uid, {"roleUid": role.uid})
-        provider = emulator.resources.create_provider(
-            team.uid, {"name": "p", "oidc": {"issuer": "https://i.x"}}
+        role = roles.create(emulator.resources, team.uid, {"name": "r", "capabilities": ["groups.get"]})
+        invite, self.code = invites.create(emulator.resources, team.uid, {"roleUid": role.uid})
+        provider = providers.create(
+            emulator.resources, team.uid, {"name": "p", "oidc": {"issuer": "https://i.x"}}
         )
-        association = emulator.resources.create_association(team.uid, {"amazon": {"account": "123456789012"}})
+        association = associations.create(
+            emulator.resources, team.uid, {"amazon": {"account": "123456789012"}}
+        )
         binding = next(emulator.store.bindings_of(viewer.uid))
         self.uids = [
             org.uid,
@@ -137,11 +139,11 @@ def operations() -> list[tuple[str, str, tuple[str, ...], tuple[str, ...]]]:
     known = {
         "groups": resources.GROUP_KNOWN,
         "identities": (*resources.IDENTITY_KNOWN, "issuer", "subject"),
-        "roles": resources.ROLE_KNOWN,
+        "roles": roles.KNOWN,
         "roleBindings": resources.BINDING_KNOWN,
-        "identityProviders": (*resources.PROVIDER_KNOWN, "issuer"),
-        "accountAssociations": (*resources.ASSOCIATION_KNOWN, "account", "projectId", "tenantId"),
-        "groupInvites": resources.INVITE_KNOWN,
+        "identityProviders": (*providers.KNOWN, "issuer"),
+        "accountAssociations": (*associations.KNOWN, "account", "projectId", "tenantId"),
+        "groupInvites": invites.KNOWN,
     }
     found: list[tuple[str, str, tuple[str, ...], tuple[str, ...]]] = []
     for kind in api.KINDS:

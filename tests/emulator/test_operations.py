@@ -7,7 +7,7 @@ import re
 from contextlib import AsyncExitStack
 from typing import Any
 
-from tokenrelay.emulator import Emulator, EmulatorServer
+from tokenrelay.emulator import Emulator, EmulatorServer, roles
 from tokenrelay.emulator.access import ROLE_BY_NAME
 from tokenrelay.timestamps import format_timestamp
 
@@ -119,7 +119,7 @@ async def test_custom_role_lifecycle(world: World) -> None:
 async def test_custom_role_is_usable_only_where_defined(world: World) -> None:
     """A role defined in one group cannot be bound in a sibling group (3 naming roleUid)."""
     a, b = world.group(world.org.uid, "a"), world.group(world.org.uid, "b")
-    role = world.emulator.resources.create_role(a.uid, {"name": "r", "capabilities": ["groups.get"]})
+    role = roles.create(world.emulator.resources, a.uid, {"name": "r", "capabilities": ["groups.get"]})
     status, error = await world.call(
         "POST", f"{IAM}/roleBindings/{b.uid}", json={"identityUid": world.uids["viewer"], "roleUid": role.uid}
     )

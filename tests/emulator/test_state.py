@@ -7,7 +7,7 @@ from typing import Any
 
 import aiohttp
 
-from tokenrelay.emulator import Emulator, EmulatorServer, Store
+from tokenrelay.emulator import Emulator, EmulatorServer, Store, associations, invites, providers, roles
 from tokenrelay.emulator.seed import seed
 
 
@@ -26,13 +26,15 @@ async def test_restart_keeps_resources_and_tokens(tmp_path: Path, http: aiohttp.
         first.emulator.resources.patch_group(patched.uid, {"description": "changed"}, None)
         res = first.emulator.resources
         org = seeded.organization.uid
-        role = res.create_role(org, {"name": "r", "capabilities": ["groups.get"]})
-        invite, code = res.create_invite(org, {"roleUid": role.uid})
+        role = roles.create(res, org, {"name": "r", "capabilities": ["groups.get"]})
+        invite, code = invites.create(res, org, {"roleUid": role.uid})
         kept: dict[str, Any] = {
             "role": role.v2(),
-            "invite": res.render_invite(invite),
-            "provider": res.create_provider(org, {"name": "p", "oidc": {"issuer": "https://i.example"}}).v2(),
-            "association": res.create_association(org, {"amazon": {"account": "123456789012"}}).v2(),
+            "invite": invites.render(res, invite),
+            "provider": providers.create(
+                res, org, {"name": "p", "oidc": {"issuer": "https://i.example"}}
+            ).v2(),
+            "association": associations.create(res, org, {"amazon": {"account": "123456789012"}}).v2(),
             "advisories": sorted(a.uid for a in store.advisories.values()),
         }
         headers = {"Authorization": f"Bearer {token}"}
@@ -53,12 +55,12 @@ async def test_restart_keeps_resources_and_tokens(tmp_path: Path, http: aiohttp.
             assert (await r.json())["totalCount"] == "6"
         res = second.emulator.resources
         assert res.role(role.uid).v2() == kept["role"]
-        assert res.render_invite(res.invite(invite.uid)) == kept["invite"]
-        assert res.provider(kept["provider"]["uid"]).v2() == kept["provider"]
-        assert res.association(kept["association"]["uid"]).v2() == kept["association"]
+        assert invites.render(res, invites.get(res, invite.uid)) == kept["invite"]
+        assert providers.get(res, kept["provider"]["uid"]).v2() == kept["provider"]
+        assert associations.get(res, kept["association"]["uid"]).v2() == kept["association"]
         assert sorted(store.advisories) == kept["advisories"] and len(kept["advisories"]) == 2
         assert (
-            res.accept_invite(invite.uid, {"code": code}, owner.uid).role == role.uid
+            invites.accept(res, invite.uid, {"code": code}, owner.uid).role == role.uid
         )  # the code still opens it
         params = {"page_size": "2", "page_token": first_page["nextPageToken"]}
         async with http.get(second.url + "/registry/v2beta1/repos", params=params, headers=headers) as r:

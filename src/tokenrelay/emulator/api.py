@@ -21,7 +21,7 @@ from typing import Any
 
 from aiohttp import web
 
-from . import access, pagination
+from . import access, associations, invites, pagination, providers, roles
 from .access import ROLES
 from .errors import (
     IAM_DOMAIN,
@@ -228,8 +228,8 @@ def _create_binding(
 
 
 def _create_invite(resources: Resources, who: str, group_uid: str, body: dict[str, Any]) -> Mapping[str, Any]:
-    invite, code = resources.create_invite(group_uid, body)
-    return {**resources.render_invite(invite), "code": code}
+    invite, code = invites.create(resources, group_uid, body)
+    return {**invites.render(resources, invite), "code": code}
 
 
 def _all_roles(resources: Resources) -> Iterable[Any]:
@@ -257,9 +257,9 @@ ROLE_KIND = Kind(
     _all_roles, lambda res, uid: access.role(res.store, uid), _v2, NAMED,
     scope=lambda role: None if role.builtin else parent_of(role.uid),  # built-ins: every caller
     filters={"name": "name"},
-    create=lambda res, who, parent, body: res.create_role(parent, body).v2(),
-    update=Resources.patch_role,
-    delete=Resources.delete_role,
+    create=lambda res, who, parent, body: roles.create(res, parent, body).v2(),
+    update=roles.patch,
+    delete=roles.delete,
 )  # fmt: skip
 ROLE_BINDINGS = Kind(
     "roleBindings", "/iam/v2beta1", "role binding", "role_bindings", IAM_DOMAIN,
@@ -272,23 +272,23 @@ ROLE_BINDINGS = Kind(
 IDENTITY_PROVIDERS = Kind(
     "identityProviders", "/iam/v2beta1", "identity provider", "identity_providers", IAM_DOMAIN,
     _table("providers"), _lookup("providers"), _v2, NAMED,
-    create=lambda res, who, parent, body: res.create_provider(parent, body).v2(),
-    update=Resources.patch_provider,
-    delete=Resources.delete_provider,
+    create=lambda res, who, parent, body: providers.create(res, parent, body).v2(),
+    update=providers.patch,
+    delete=providers.delete,
 )  # fmt: skip
 ACCOUNT_ASSOCIATIONS = Kind(
     "accountAssociations", "/iam/v2beta1", "account association", "account_associations", IAM_DOMAIN,
     _table("associations"), _lookup("associations"), _v2, NAMED,
-    create=lambda res, who, parent, body: res.create_association(parent, body).v2(),
-    update=Resources.patch_association,
-    delete=Resources.delete_association,
+    create=lambda res, who, parent, body: associations.create(res, parent, body).v2(),
+    update=associations.patch,
+    delete=associations.delete,
 )  # fmt: skip
 GROUP_INVITES = Kind(
     "groupInvites", "/iam/v2beta1", "group invite", "group_invites", IAM_DOMAIN,
-    _table("invites"), _lookup("invites"), Resources.render_invite, COMMON | {"update_ms"},
+    _table("invites"), _lookup("invites"), invites.render, COMMON | {"update_ms"},
     create=_create_invite,
-    update=Resources.patch_invite,
-    delete=Resources.delete_invite,
+    update=invites.patch,
+    delete=invites.delete,
 )  # fmt: skip
 REPOS = Kind(
     "repos", "/registry/v2beta1", "repo", "repos", REGISTRY_DOMAIN,
@@ -322,7 +322,7 @@ async def accept_invite(request: web.Request) -> web.Response:
     resources = request.app[CONTEXT].resources
     invite = GROUP_INVITES.find(resources, request.match_info["uid"])
     body = await json_body(request, IAM_DOMAIN)
-    return respond(resources.render_binding(resources.accept_invite(invite.uid, body, who)))
+    return respond(resources.render_binding(invites.accept(resources, invite.uid, body, who)))
 
 
 # -- v1 ---------------------------------------------------------------------------------------------

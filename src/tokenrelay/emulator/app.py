@@ -20,7 +20,7 @@ from aiohttp import web
 
 from ..aip193 import Code
 from ..loopback import is_loopback
-from . import api
+from . import api, providers
 from .access import ROLE_BY_NAME
 from .advisories import create_advisory
 from .errors import STS_DOMAIN, ApiError, invalid_argument, invalid_arguments, permission_denied, routing
@@ -77,7 +77,7 @@ class Emulator:
             self.verifier,
             lambda: self._base_url,
             audiences=lambda: self._audiences,
-            trusted_for=self.resources.trusted_issuers,
+            trusted_for=lambda identity_uid: providers.trusted_issuers(self.store, identity_uid),
             lifetime=token_lifetime,
             wall=wall,
         )

@@ -5,14 +5,14 @@ resource made either way obeys the same rules. Every validation collects all fai
 refusing. Nothing that something else refers to disappears under it: a group with children, an
 identity or a role named by role bindings (or a role offered by invites) is refused with code 9,
 naming what still refers to it.
+
+Groups, identities, role bindings and repos live here; custom roles, identity providers, account
+associations, group invites and advisories in their own modules (``roles``, ``providers``,
+``associations``, ``invites``, ``advisories``), as functions over ``Resources``.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-import re
-import secrets
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
@@ -21,19 +21,14 @@ from . import access
 from .errors import (
     IAM_DOMAIN,
     already_exists,
-    failed_precondition,
     in_use,
     not_empty,
     not_found,
-    permission_denied,
 )
 from .inputs import MAX_NAME, Fields
 from .model import (
-    AccountAssociation,
     Group,
-    GroupInvite,
     Identity,
-    IdentityProvider,
     Repo,
     Role,
     RoleBinding,
@@ -49,53 +44,17 @@ from .store import Store
 R = TypeVar("R")
 
 MAX_SUBJECT = 1024
-INVITE_DEFAULT_TTL_MS = 7 * 86400 * 1000
-INVITE_MAX_TTL_MS = 30 * 86400 * 1000
-_AWS_ACCOUNT = re.compile(r"[0-9]{12}")
-_GCP_PROJECT_ID = re.compile(r"[a-z][a-z0-9-]{4,28}[a-z0-9]")
-_GCP_PROJECT_NUMBER = re.compile(r"[0-9]{1,20}")
-_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
-ACCOUNT_PROVIDERS: dict[str, dict[str, tuple[re.Pattern[str], str, bool]]] = {
-    # field -> (pattern, what it must be, required)
-    "amazon": {"account": (_AWS_ACCOUNT, "a 12-digit AWS account id", True)},
-    "google": {
-        "projectId": (_GCP_PROJECT_ID, "a Google Cloud project id (6-30 of a-z, 0-9, -)", True),
-        "projectNumber": (_GCP_PROJECT_NUMBER, "a project number in digits", False),
-    },
-    "azure": {
-        "tenantId": (_UUID, "an Entra tenant id (lowercase UUID)", True),
-        "clientId": (_UUID, "an application (client) id (lowercase UUID)", True),
-    },
-}
-
 # Per kind: the fields a body may name (input and output forms), and those PATCH may change.
 GROUP_KNOWN = ("name", "description", "uid", "resourceLimits", "verified", "createTime", "updateTime")
 GROUP_UPDATABLE = ("name", "description")
 IDENTITY_KNOWN = ("name", "description", "claimMatch", "uid", "lastSeenTime", "createTime", "updateTime")
 IDENTITY_UPDATABLE = ("name", "description", "claimMatch", "claimMatch.issuer", "claimMatch.subject")
-ROLE_KNOWN = ("name", "description", "capabilities", "uid", "createTime", "updateTime")
-ROLE_UPDATABLE = ("name", "description", "capabilities")
 BINDING_KNOWN = ("identityUid", "roleUid", "uid", "identity", "group", "role", "createTime", "updateTime")
 BINDING_UPDATABLE = ("roleUid",)
-PROVIDER_KNOWN = ("name", "description", "oidc", "uid", "createTime", "updateTime")
-PROVIDER_UPDATABLE = ("name", "description", "oidc", "oidc.issuer")
-ASSOCIATION_KNOWN = ("name", "description", *ACCOUNT_PROVIDERS, "uid", "createTime", "updateTime")
-ASSOCIATION_UPDATABLE = (
-    "name",
-    "description",
-    *ACCOUNT_PROVIDERS,
-    *(f"{p}.{f}" for p, fields in ACCOUNT_PROVIDERS.items() for f in fields),
-)
-INVITE_KNOWN = ("roleUid", "expireTime", "singleUse", "uid", "role", "code", "createTime", "updateTime")
-INVITE_UPDATABLE = ("expireTime", "singleUse")
 
 
 def org_of(uid: str) -> str:
     return uid.partition("/")[0]
-
-
-def code_digest(code: str) -> str:
-    return hashlib.sha256(code.encode()).hexdigest()
 
 
 class Resources:
@@ -112,7 +71,7 @@ class Resources:
             if not self.store.exists(uid):
                 return uid
 
-    def _find(self, table: Mapping[str, R], label: str, uid: str) -> R:
+    def find(self, table: Mapping[str, R], label: str, uid: str) -> R:
         record = table.get(uid)
         if record is None:
             raise not_found(f"Not found: {label} {uid}")
@@ -134,7 +93,7 @@ class Resources:
     # -- groups -----------------------------------------------------------------------------------
 
     def group(self, uid: str) -> Group:
-        return self._find(self.store.groups, "group", uid)
+        return self.find(self.store.groups, "group", uid)
 
     def _group_fields(self, body: Mapping[str, Any], violations: Violations) -> tuple[str, str]:
         fields = Fields(body, GROUP_KNOWN, IAM_DOMAIN, violations=violations)
@@ -184,7 +143,7 @@ class Resources:
     # -- identities -------------------------------------------------------------------------------
 
     def identity(self, uid: str) -> Identity:
-        return self._find(self.store.identities, "identity", uid)
+        return self.find(self.store.identities, "identity", uid)
 
     def _identity_fields(self, body: Mapping[str, Any], violations: Violations) -> tuple[str, str, str, str]:
         fields = Fields(body, IDENTITY_KNOWN, IAM_DOMAIN, violations=violations)
@@ -232,13 +191,6 @@ class Resources:
             raise in_use("identity", uid, {"roleBindings": bindings})
         self.store.remove(identity)
 
-    def trusted_issuers(self, identity_uid: str) -> frozenset[str]:
-        """Issuers of the identity providers of the identity's group and its ancestors."""
-        group = parent_of(identity_uid)
-        return frozenset(
-            p.issuer.rstrip("/") for p in self.store.providers.values() if is_within(group, parent_of(p.uid))
-        )
-
     # -- roles ------------------------------------------------------------------------------------
 
     def role(self, uid: str) -> Role:
@@ -247,57 +199,7 @@ class Resources:
             raise not_found(f"Not found: role {uid}")
         return found
 
-    def _role_fields(
-        self, body: Mapping[str, Any], violations: Violations
-    ) -> tuple[str, str, tuple[str, ...]]:
-        fields = Fields(body, ROLE_KNOWN, IAM_DOMAIN, violations=violations)
-        name, description = fields.name(), fields.text("description")
-        capabilities = fields.strings("capabilities")
-        if "capabilities" not in body or (not capabilities and isinstance(body.get("capabilities"), list)):
-            fields.add("capabilities", "required: at least one permission, e.g. groups.list")
-        for index, capability in enumerate(capabilities):
-            if capability not in access.PERMISSIONS:
-                fields.add(f"capabilities[{index}]", f"{capability!r} is not a permission (see GET roles)")
-        fields.check()
-        return name, description, tuple(sorted(set(capabilities)))
-
-    def create_role(self, group_uid: str, body: Mapping[str, Any]) -> Role:
-        self.group(group_uid)
-        name, description, capabilities = self._role_fields(body, [])
-        now = self.now_ms()
-        role = Role(self.new_uid(group_uid), name, description, capabilities, now, now)
-        self.store.put(role)
-        return role
-
-    def _custom(self, uid: str) -> Role:
-        role = self.role(uid)
-        if role.builtin:
-            raise permission_denied(f"Permission denied: the built-in role {role.name} cannot be changed")
-        return role
-
-    def patch_role(self, uid: str, body: Mapping[str, Any], update_mask: str | None) -> Role:
-        role = self._custom(uid)
-        current = {"name": role.name, "description": role.description, "capabilities": list(role.permissions)}
-        merged, changed, violations = self._patch(current, body, update_mask, ROLE_UPDATABLE, ROLE_KNOWN)
-        name, description, capabilities = self._role_fields(merged, violations)
-        if changed:
-            role.name, role.description, role.permissions = name, description, capabilities
-            role.update_ms = self.now_ms()
-            self.store.put(role)
-        return role
-
-    def delete_role(self, uid: str) -> None:
-        """Refused with FAILED_PRECONDITION while role bindings or group invites name the role."""
-        role = self._custom(uid)
-        users = {
-            "roleBindings": sorted(b.uid for b in self.store.bindings.values() if b.role == uid),
-            "groupInvites": sorted(i.uid for i in self.store.invites.values() if i.role == uid),
-        }
-        if any(users.values()):
-            raise in_use("role", uid, {kind: uids for kind, uids in users.items() if uids})
-        self.store.remove(role)
-
-    def _usable_role(self, role_uid: str, group_uid: str, field: str, violations: Violations) -> None:
+    def check_role_usable(self, role_uid: str, group_uid: str, field: str, violations: Violations) -> None:
         """A custom role is usable in the group that defines it and below; built-ins everywhere."""
         role = access.role(self.store, role_uid)
         if role is not None and not role.builtin and not is_within(group_uid, parent_of(role.uid)):
@@ -308,7 +210,7 @@ class Resources:
     # -- role bindings ----------------------------------------------------------------------------
 
     def binding(self, uid: str) -> RoleBinding:
-        return self._find(self.store.bindings, "role binding", uid)
+        return self.find(self.store.bindings, "role binding", uid)
 
     def create_binding(self, group_uid: str, body: Mapping[str, Any]) -> RoleBinding:
         """A binding of an identity of the group's own organization (others join through invites)."""
@@ -324,11 +226,11 @@ class Resources:
                 "identityUid",
                 f"identity {identity_uid} belongs to another organization: invite it with a group invite",
             )
-        self._usable_role(role_uid, group_uid, "roleUid", fields.violations)
+        self.check_role_usable(role_uid, group_uid, "roleUid", fields.violations)
         fields.check()
-        return self._bind(group_uid, identity_uid, role_uid)
+        return self.bind(group_uid, identity_uid, role_uid)
 
-    def _bind(self, group_uid: str, identity_uid: str, role_uid: str) -> RoleBinding:
+    def bind(self, group_uid: str, identity_uid: str, role_uid: str) -> RoleBinding:
         for existing in self.store.bindings_of(identity_uid):
             if existing.group == group_uid and existing.role == role_uid:
                 raise already_exists(f"Already exists: role binding {existing.uid}")
@@ -347,7 +249,7 @@ class Resources:
         role_uid = fields.text("roleUid", required=True, limit=MAX_SUBJECT)
         fields.check()
         self.role(role_uid)
-        self._usable_role(role_uid, binding.group, "roleUid", fields.violations)
+        self.check_role_usable(role_uid, binding.group, "roleUid", fields.violations)
         fields.check()
         if changed and role_uid != binding.role:
             for existing in self.store.bindings_of(binding.identity):
@@ -371,208 +273,10 @@ class Resources:
             "updateTime": timestamp(binding.update_ms or binding.create_ms),
         }
 
-    # -- identity providers -----------------------------------------------------------------------
-
-    def provider(self, uid: str) -> IdentityProvider:
-        return self._find(self.store.providers, "identity provider", uid)
-
-    def _provider_fields(self, body: Mapping[str, Any], violations: Violations) -> tuple[str, str, str]:
-        fields = Fields(body, PROVIDER_KNOWN, IAM_DOMAIN, violations=violations)
-        name = fields.text("name", required=True, limit=MAX_NAME)
-        description = fields.text("description")
-        oidc = fields.nested("oidc", ("issuer",), required=True)
-        issuer = oidc.url("issuer", "the issuer URL of the OIDC tokens to trust") if oidc is not None else ""
-        fields.check()
-        return name, description, issuer
-
-    def create_provider(self, group_uid: str, body: Mapping[str, Any]) -> IdentityProvider:
-        self.group(group_uid)
-        name, description, issuer = self._provider_fields(body, [])
-        now = self.now_ms()
-        provider = IdentityProvider(self.new_uid(group_uid), name, description, issuer, now, now)
-        self.store.put(provider)
-        return provider
-
-    def patch_provider(self, uid: str, body: Mapping[str, Any], update_mask: str | None) -> IdentityProvider:
-        provider = self.provider(uid)
-        current = {
-            "name": provider.name,
-            "description": provider.description,
-            "oidc": {"issuer": provider.issuer},
-        }
-        merged, changed, violations = self._patch(
-            current, body, update_mask, PROVIDER_UPDATABLE, PROVIDER_KNOWN
-        )
-        name, description, issuer = self._provider_fields(merged, violations)
-        if changed:
-            provider.name, provider.description, provider.issuer = name, description, issuer
-            provider.update_ms = self.now_ms()
-            self.store.put(provider)
-        return provider
-
-    def delete_provider(self, uid: str) -> None:
-        self.store.remove(self.provider(uid))
-
-    # -- account associations ---------------------------------------------------------------------
-
-    def association(self, uid: str) -> AccountAssociation:
-        return self._find(self.store.associations, "account association", uid)
-
-    def _association_fields(
-        self, body: Mapping[str, Any], violations: Violations
-    ) -> tuple[str, str, str, dict[str, str]]:
-        fields = Fields(body, ASSOCIATION_KNOWN, IAM_DOMAIN, violations=violations)
-        name = fields.text("name", limit=MAX_NAME)
-        description = fields.text("description")
-        present = [p for p in ACCOUNT_PROVIDERS if body.get(p) is not None]
-        provider, account = "", {}
-        if len(present) != 1:
-            fields.add(present[1] if present else "amazon", "give exactly one of amazon, google, azure")
-        for name_ in present:
-            checks = ACCOUNT_PROVIDERS[name_]
-            nested = fields.nested(name_, tuple(checks), required=True)
-            if nested is None:
-                continue
-            values = {
-                field: nested.pattern(field, regex, what, required=required)
-                for field, (regex, what, required) in checks.items()
-            }
-            provider, account = name_, {k: v for k, v in values.items() if v}
-        fields.check()
-        return name, description, provider, account
-
-    def create_association(self, group_uid: str, body: Mapping[str, Any]) -> AccountAssociation:
-        self.group(group_uid)
-        name, description, provider, account = self._association_fields(body, [])
-        now = self.now_ms()
-        association = AccountAssociation(
-            self.new_uid(group_uid), name, description, provider, account, now, now
-        )
-        self.store.put(association)
-        return association
-
-    def patch_association(
-        self, uid: str, body: Mapping[str, Any], update_mask: str | None
-    ) -> AccountAssociation:
-        association = self.association(uid)
-        current = {
-            "name": association.name,
-            "description": association.description,
-            association.provider: dict(association.account),
-        }
-        if update_mask is None:
-            # Naming another provider replaces the account: the old one is cleared, not merged in.
-            named = [p for p in ACCOUNT_PROVIDERS if p in body and p != association.provider]
-            if named:
-                current.pop(association.provider)
-        merged, changed, violations = self._patch(
-            current, body, update_mask, ASSOCIATION_UPDATABLE, ASSOCIATION_KNOWN
-        )
-        name, description, provider, account = self._association_fields(merged, violations)
-        if changed:
-            association.name, association.description = name, description
-            association.provider, association.account = provider, account
-            association.update_ms = self.now_ms()
-            self.store.put(association)
-        return association
-
-    def delete_association(self, uid: str) -> None:
-        self.store.remove(self.association(uid))
-
-    # -- group invites ----------------------------------------------------------------------------
-
-    def invite(self, uid: str) -> GroupInvite:
-        return self._find(self.store.invites, "group invite", uid)
-
-    def _invite_fields(
-        self, group_uid: str, body: Mapping[str, Any], violations: Violations, *, kept: GroupInvite | None
-    ) -> tuple[str, int, bool]:
-        """``kept``: the invite a PATCH changes (its role stays; an unchanged expiry is not re-checked)."""
-        fields = Fields(body, INVITE_KNOWN, IAM_DOMAIN, violations=violations)
-        now = self.now_ms()
-        role_uid = kept.role if kept else fields.text("roleUid", required=True, limit=MAX_SUBJECT)
-        if kept is None and role_uid:
-            if access.role(self.store, role_uid) is None:
-                fields.add("roleUid", f"no role {role_uid}")
-            self._usable_role(role_uid, group_uid, "roleUid", fields.violations)
-        if kept is not None and body.get("expireTime") == timestamp(kept.expire_ms):
-            expire_ms: int | None = kept.expire_ms
-        elif "expireTime" not in body:
-            expire_ms = now + INVITE_DEFAULT_TTL_MS
-            if kept is not None:
-                fields.add("expireTime", "required: an invite cannot lose its expiry")
-        else:
-            expire_ms = fields.timestamp_ms("expireTime")
-            if expire_ms is not None and not now < expire_ms <= now + INVITE_MAX_TTL_MS:
-                fields.add("expireTime", "must be in the future and at most 30 days ahead")
-        single_use = fields.boolean("singleUse", True)
-        fields.check()
-        return role_uid, expire_ms or now, single_use
-
-    def create_invite(self, group_uid: str, body: Mapping[str, Any]) -> tuple[GroupInvite, str]:
-        """The invite and its code (shown once: only its digest is kept)."""
-        self.group(group_uid)
-        role_uid, expire_ms, single_use = self._invite_fields(group_uid, body, [], kept=None)
-        code = secrets.token_urlsafe(24)
-        now = self.now_ms()
-        invite = GroupInvite(
-            self.new_uid(group_uid), role_uid, expire_ms, single_use, code_digest(code), now, now
-        )
-        self.store.put(invite)
-        return invite, code
-
-    def patch_invite(self, uid: str, body: Mapping[str, Any], update_mask: str | None) -> GroupInvite:
-        invite = self.invite(uid)
-        current: dict[str, Any] = {"expireTime": timestamp(invite.expire_ms), "singleUse": invite.single_use}
-        merged, changed, violations = self._patch(current, body, update_mask, INVITE_UPDATABLE, INVITE_KNOWN)
-        _, expire_ms, single_use = self._invite_fields(invite.group, merged, violations, kept=invite)
-        if changed:
-            invite.expire_ms, invite.single_use, invite.update_ms = expire_ms, single_use, self.now_ms()
-            self.store.put(invite)
-        return invite
-
-    def delete_invite(self, uid: str) -> None:
-        self.store.remove(self.invite(uid))
-
-    def accept_invite(self, uid: str, body: Mapping[str, Any], identity_uid: str) -> RoleBinding:
-        """Binds ``identity_uid`` (of any organization) to the invite's role on its group."""
-        invite = self.invite(uid)
-        fields = Fields(body, ("code",), IAM_DOMAIN)
-        code = fields.text("code", required=True, limit=256)
-        fields.check()
-        if not hmac.compare_digest(code_digest(code), invite.code_sha256):
-            raise permission_denied(f"Permission denied: the code does not open group invite {uid}")
-        if invite.expire_ms <= self.now_ms():
-            raise failed_precondition(
-                f"Precondition failed: group invite {uid} expired at {timestamp(invite.expire_ms)}",
-                [
-                    {
-                        "type": "EXPIRED",
-                        "subject": uid,
-                        "description": "ask the group's owner for a new invite",
-                    }
-                ],
-            )
-        self.identity(identity_uid)
-        binding = self._bind(invite.group, identity_uid, invite.role)
-        if invite.single_use:
-            self.store.remove(invite)
-        return binding
-
-    def render_invite(self, invite: GroupInvite) -> dict[str, Any]:
-        return {
-            "uid": invite.uid,
-            "role": self.role(invite.role).ref(),
-            "expireTime": timestamp(invite.expire_ms),
-            "singleUse": invite.single_use,
-            "createTime": timestamp(invite.create_ms),
-            "updateTime": timestamp(invite.update_ms),
-        }
-
     # -- repos ------------------------------------------------------------------------------------
 
     def repo(self, uid: str) -> Repo:
-        return self._find(self.store.repos, "repo", uid)
+        return self.find(self.store.repos, "repo", uid)
 
     def create_repo(self, group_uid: str, name: str) -> Repo:
         """Repos have no create endpoint upstream: seed data, tests and ``tokenrelay dev`` use this."""
