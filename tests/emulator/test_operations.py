@@ -11,7 +11,7 @@ from tokenrelay.emulator import Emulator, EmulatorServer, roles
 from tokenrelay.emulator.access import ROLE_BY_NAME
 from tokenrelay.timestamps import format_timestamp
 
-from .conftest import World, details
+from .conftest import World, details, invalid, precondition, simple
 
 TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 VIEWER = ROLE_BY_NAME["viewer"].uid
@@ -97,21 +97,26 @@ async def test_custom_role_lifecycle(world: World) -> None:
     assert (await world.call("GET", f"{IAM}/identities/{member.uid}", as_="member"))[0] == 200
 
     status, error = await world.call("DELETE", f"{IAM}/roles/{role['uid']}")
-    assert (status, error["code"]) == (400, 9)
-    assert details(error, "PreconditionFailure")["violations"] == [
-        {
-            "type": "RESOURCE_IN_USE",
-            "subject": role["uid"],
-            "description": f"role is named by 1 roleBindings: {binding['uid']}",
-        }
-    ]
+    assert (status, error) == (
+        400,
+        precondition(
+            "Precondition failed: cannot delete role still referred to by roleBindings",
+            [
+                {
+                    "type": "RESOURCE_IN_USE",
+                    "subject": role["uid"],
+                    "description": f"role is named by 1 roleBindings: {binding['uid']}",
+                }
+            ],
+        ),
+    )
     assert (await world.call("DELETE", f"{IAM}/roleBindings/{binding['uid']}"))[0] == 200
     assert (await world.call("DELETE", f"{IAM}/roles/{role['uid']}"))[0] == 200
 
     status, error = await world.call("PATCH", f"{IAM}/roles/{VIEWER}", json={"name": "x"})
-    assert (status, error["message"]) == (
+    assert (status, error) == (
         403,
-        "Permission denied: the built-in role viewer cannot be changed",
+        simple(7, "PERMISSION_DENIED", "Permission denied: the built-in role viewer cannot be changed"),
     )
     assert (await world.call("DELETE", f"{IAM}/roles/{VIEWER}"))[0] == 403
 
@@ -163,10 +168,17 @@ async def test_binding_another_organizations_identity_is_refused(world: World) -
         f"{IAM}/roleBindings/{world.org.uid}",
         json={"identityUid": world.uids["outsider"], "roleUid": VIEWER},
     )
-    assert status == 400
-    assert error["message"] == (
-        f"Invalid argument: identityUid: identity {world.uids['outsider']} belongs to another organization: "
-        "invite it with a group invite"
+    assert (status, error) == (
+        400,
+        invalid(
+            [
+                (
+                    "identityUid",
+                    f"identity {world.uids['outsider']} belongs to another organization: "
+                    "invite it with a group invite",
+                )
+            ]
+        ),
     )
     assert not [b for b in world.emulator.store.bindings.values() if b.identity == world.uids["outsider"]
                 and b.group == world.org.uid]  # fmt: skip
@@ -186,7 +198,10 @@ async def test_binding_needs_the_right_to_read_the_identity(world: World) -> Non
         as_="owner-a",
         json={"identityUid": hidden.uid, "roleUid": VIEWER},
     )
-    assert (status, error["message"]) == (403, f"Permission denied: identities.get on {b.uid}")
+    assert (status, error) == (
+        403,
+        simple(7, "PERMISSION_DENIED", f"Permission denied: identities.get on {b.uid}"),
+    )
 
 
 async def test_identity_provider_crud_and_trust(world: World) -> None:
@@ -282,11 +297,14 @@ async def test_group_invite_accepted_by_another_organization(world: World) -> No
     status, got = await world.call("GET", f"{IAM}/groupInvites/{invite['uid']}")
     assert (status, got) == (200, invite)  # the code is shown once only
     assert (await world.call("GET", f"{IAM}/groups/{team.uid}", as_="outsider"))[0] == 403
-    accept = f"{IAM}/groupInvites/{invite['uid']}:accept"
+    uid = invite["uid"]
+    accept = f"{IAM}/groupInvites/{uid}:accept"
     status, error = await world.call("POST", accept, as_="outsider", json={"code": "wrong"})
-    assert (status, error["message"]) == (
+    assert (status, error) == (
         403,
-        f"Permission denied: the code does not open group invite {invite['uid']}",
+        simple(
+            7, "PERMISSION_DENIED", f"Permission denied: the code does not open group invite {invite['uid']}"
+        ),
     )
     status, binding = await world.call("POST", accept, as_="outsider", json={"code": code})
     assert status == 200, binding
@@ -303,12 +321,24 @@ async def test_group_invite_expiry_and_update(world: World) -> None:
     )
     assert status == 200
     world.wall.advance(8 * 86400)
-    accept = f"{IAM}/groupInvites/{invite['uid']}:accept"
+    uid = invite["uid"]
+    accept = f"{IAM}/groupInvites/{uid}:accept"
     world.tokens["outsider"] = world.emulator.api_token(world.uids["outsider"])
     world.tokens["owner"] = world.emulator.api_token(world.uids["owner"])
     status, error = await world.call("POST", accept, as_="outsider", json={"code": invite["code"]})
-    assert (status, error["code"]) == (400, 9)
-    assert details(error, "PreconditionFailure")["violations"][0]["type"] == "EXPIRED"
+    assert (status, error) == (
+        400,
+        precondition(
+            f"Precondition failed: group invite {invite['uid']} expired at {invite['expireTime']}",
+            [
+                {
+                    "type": "EXPIRED",
+                    "subject": invite["uid"],
+                    "description": "ask the group's owner for a new invite",
+                }
+            ],
+        ),
+    )
 
     later = format_timestamp(world.wall.now + 86400)
     status, patched = await world.call(

@@ -9,34 +9,7 @@ import pytest
 from tokenrelay.emulator import Emulator, EmulatorServer
 from tokenrelay.emulator.errors import IAM_DOMAIN, REGISTRY_DOMAIN, STS_DOMAIN
 
-from .conftest import World
-
-ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
-BAD_REQUEST = "type.googleapis.com/google.rpc.BadRequest"
-PRECONDITION = "type.googleapis.com/google.rpc.PreconditionFailure"
-
-
-def invalid(violations: list[tuple[str, str]], domain: str = IAM_DOMAIN) -> dict[str, Any]:
-    """The exact body of a code-3 refusal naming these fields."""
-    return {
-        "code": 3,
-        "message": "Invalid argument: " + "; ".join(f"{f}: {d}" for f, d in violations),
-        "details": [
-            {"@type": ERROR_INFO, "reason": "INVALID_ARGUMENT", "domain": domain},
-            {
-                "@type": BAD_REQUEST,
-                "fieldViolations": [{"field": f, "description": d} for f, d in violations],
-            },
-        ],
-    }
-
-
-def simple(code: int, reason: str, message: str, domain: str = IAM_DOMAIN, **metadata: str) -> dict[str, Any]:
-    info: dict[str, Any] = {"@type": ERROR_INFO, "reason": reason, "domain": domain}
-    if metadata:
-        info["metadata"] = metadata
-    return {"code": code, "message": message, "details": [info]}
-
+from .conftest import ERROR_INFO, PRECONDITION, World, invalid, simple
 
 PAGINATED = "order_by, page_size, page_token, skip, uidp.children_of, uidp.descendants_of"
 NUMBER = "must be a whole number from 0 to 2147483647, in plain digits"
