@@ -80,16 +80,6 @@ class Resources:
     def _children(self, table: Mapping[str, Any], group_uid: str) -> list[str]:
         return sorted(uid for uid in table if parent_of(uid) == group_uid)
 
-    def _patch(
-        self,
-        current: dict[str, Any],
-        body: Mapping[str, Any],
-        mask: str | None,
-        updatable: tuple[str, ...],
-        known: tuple[str, ...],
-    ) -> tuple[dict[str, Any], bool, Violations]:
-        return merge(current, body, mask, updatable, known)
-
     # -- groups -----------------------------------------------------------------------------------
 
     def group(self, uid: str) -> Group:
@@ -114,7 +104,7 @@ class Resources:
     def patch_group(self, uid: str, body: Mapping[str, Any], update_mask: str | None) -> Group:
         group = self.group(uid)
         current = {"name": group.name, "description": group.description}
-        merged, changed, violations = self._patch(current, body, update_mask, GROUP_UPDATABLE, GROUP_KNOWN)
+        merged, changed, violations = merge(current, body, update_mask, GROUP_UPDATABLE, GROUP_KNOWN)
         name, description = self._group_fields(merged, violations)
         if changed:
             group.name, group.description, group.update_ms = name, description, self.now_ms()
@@ -172,9 +162,7 @@ class Resources:
             "description": identity.description,
             "claimMatch": {"issuer": identity.issuer, "subject": identity.subject},
         }
-        merged, changed, violations = self._patch(
-            current, body, update_mask, IDENTITY_UPDATABLE, IDENTITY_KNOWN
-        )
+        merged, changed, violations = merge(current, body, update_mask, IDENTITY_UPDATABLE, IDENTITY_KNOWN)
         name, description, issuer, subject = self._identity_fields(merged, violations)
         if changed:
             identity.name, identity.description = name, description
@@ -242,7 +230,7 @@ class Resources:
     def patch_binding(self, uid: str, body: Mapping[str, Any], update_mask: str | None) -> RoleBinding:
         """Only the role changes; the identity and the group are what the binding is."""
         binding = self.binding(uid)
-        merged, changed, violations = self._patch(
+        merged, changed, violations = merge(
             {"roleUid": binding.role}, body, update_mask, BINDING_UPDATABLE, BINDING_KNOWN
         )
         fields = Fields(merged, BINDING_KNOWN, IAM_DOMAIN, violations=violations)
