@@ -18,7 +18,7 @@ from typing import Any
 from aiohttp import web
 
 from ..timestamps import parse_timestamp
-from .errors import invalid_argument, invalid_arguments
+from .errors import NAME_PATTERN_RULE, invalid_argument, invalid_arguments
 
 MAX_BODY = 64 * 1024
 MAX_DEPTH = 16
@@ -179,8 +179,6 @@ class Fields:
     def name(self, field: str = "name") -> str:
         value = self.body.get(field)
         if not isinstance(value, str) or len(value) > MAX_NAME or NAME_PATTERN.fullmatch(value) is None:
-            from .errors import NAME_PATTERN_RULE
-
             rule = NAME_PATTERN_RULE + (f", at most {MAX_NAME} characters" if isinstance(value, str) else "")
             self.add(field, rule)
             return ""
