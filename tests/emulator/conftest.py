@@ -12,6 +12,7 @@ import aiohttp
 import pytest
 
 from tokenrelay.emulator import Emulator, EmulatorServer
+from tokenrelay.emulator.errors import IAM_DOMAIN
 from tokenrelay.emulator.model import Group
 
 
@@ -44,6 +45,7 @@ class World:
     async def call(self, method: str, path: str, as_: str | None = "owner", **kwargs: Any) -> tuple[int, Any]:
         """``(status, parsed JSON or None)`` for a request made as the identity with role ``as_``."""
         headers = {"Authorization": f"Bearer {self.tokens[as_]}"} if as_ else {}
+        headers.update(kwargs.pop("headers", {}))
         async with self.http.request(method, self.url + path, headers=headers, **kwargs) as response:
             raw = await response.read()
             return response.status, (await response.json() if raw else None)
@@ -90,3 +92,42 @@ def details(body: dict[str, Any], type_suffix: str) -> dict[str, Any]:
     found: list[dict[str, Any]] = [d for d in body["details"] if d["@type"].endswith("." + type_suffix)]
     assert len(found) == 1, body
     return found[0]
+
+
+ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
+BAD_REQUEST = "type.googleapis.com/google.rpc.BadRequest"
+PRECONDITION = "type.googleapis.com/google.rpc.PreconditionFailure"
+
+
+def invalid(violations: list[tuple[str, str]], domain: str = IAM_DOMAIN) -> dict[str, Any]:
+    """The exact body of a code-3 refusal naming these fields."""
+    return {
+        "code": 3,
+        "message": "Invalid argument: " + "; ".join(f"{f}: {d}" for f, d in violations),
+        "details": [
+            {"@type": ERROR_INFO, "reason": "INVALID_ARGUMENT", "domain": domain},
+            {
+                "@type": BAD_REQUEST,
+                "fieldViolations": [{"field": f, "description": d} for f, d in violations],
+            },
+        ],
+    }
+
+
+def simple(code: int, reason: str, message: str, domain: str = IAM_DOMAIN, **metadata: str) -> dict[str, Any]:
+    info: dict[str, Any] = {"@type": ERROR_INFO, "reason": reason, "domain": domain}
+    if metadata:
+        info["metadata"] = metadata
+    return {"code": code, "message": message, "details": [info]}
+
+
+def precondition(message: str, violations: list[dict[str, str]], domain: str = IAM_DOMAIN) -> dict[str, Any]:
+    """The exact body of a code-9 refusal."""
+    return {
+        "code": 9,
+        "message": message,
+        "details": [
+            {"@type": ERROR_INFO, "reason": "FAILED_PRECONDITION", "domain": domain},
+            {"@type": PRECONDITION, "violations": violations},
+        ],
+    }

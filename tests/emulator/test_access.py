@@ -144,12 +144,27 @@ async def test_outsider_sees_nothing(world: World) -> None:
     assert (status, error["code"]) == (403, 7)
 
 
-async def test_deleting_an_identity_removes_its_access(world: World) -> None:
-    """Once its identity is deleted, a still-unexpired API token reaches nothing."""
-    status, _ = await world.call("DELETE", f"/iam/v2beta1/identities/{world.uids['viewer']}")
-    assert status == 200
-    status, body = await world.call("GET", "/iam/v2beta1/groups", as_="viewer")
-    assert (status, body["groups"]) == (200, [])
+async def test_deleting_an_identity_ends_its_api_tokens(world: World) -> None:
+    """A bound identity cannot be deleted (9 naming the binding); once deleted, its unexpired API token
+    is refused with 401 everywhere, even where any authenticated caller may read."""
+    viewer = world.uids["viewer"]
+    [binding] = world.emulator.store.bindings_of(viewer)
+    status, error = await world.call("DELETE", f"/iam/v2beta1/identities/{viewer}")
+    assert (status, error["code"]) == (400, 9)
+    assert error["message"] == "Precondition failed: cannot delete identity still referred to by roleBindings"
+    assert details(error, "PreconditionFailure")["violations"] == [
+        {
+            "type": "RESOURCE_IN_USE",
+            "subject": viewer,
+            "description": f"identity is named by 1 roleBindings: {binding.uid}",
+        }
+    ]
+    assert (await world.call("DELETE", f"/iam/v2beta1/roleBindings/{binding.uid}"))[0] == 200
+    assert (await world.call("DELETE", f"/iam/v2beta1/identities/{viewer}"))[0] == 200
+    for path in ("/iam/v2beta1/roles", "/iam/v2beta1/groups"):
+        status, error = await world.call("GET", path, as_="viewer")
+        assert status == 401, path
+        assert error["message"] == f"Unauthenticated: the API token's identity {viewer} no longer exists"
 
 
 async def test_roles_list_includes_viewer(world: World) -> None:

@@ -10,12 +10,14 @@ from hypothesis import strategies as st
 
 from tokenrelay.emulator import pagination
 from tokenrelay.emulator.errors import ApiError
+from tokenrelay.emulator.pagetoken import PageTokens
 from tokenrelay.emulator.pagination import FIELD_ALIASES, MAX_PAGE_SIZE, PageRequest
 
 from .conftest import World
 
 ATTRIBUTES = frozenset({"uid", "name", "create_ms", "update_ms"})
 NOW = 2_000_000_000.0
+TOKENS = PageTokens(bytes(range(32)))
 
 
 @dataclass(frozen=True)
@@ -64,7 +66,9 @@ def test_pages_concatenate_to_the_ordered_list(
         query = {"page_size": str(size), "order_by": order_by, "skip": str(skip)}
         if token:
             query["page_token"] = token
-        page = pagination.paginate(items, pagination.parse(query, ATTRIBUTES), query_id="q", now=NOW)
+        page = pagination.paginate(
+            items, pagination.parse(query, ATTRIBUTES), query_id="q", now=NOW, tokens=TOKENS
+        )
         assert page.total == len(items)
         assert page.skipped == skip
         assert len(page.items) <= size
@@ -85,12 +89,12 @@ def test_order_holds_while_items_are_added_between_pages(
 ) -> None:
     """Items added after the first page never make an earlier item come back (the cursor holds)."""
     request = PageRequest(size, None, pagination.Order("name", descending=False), 0)
-    first = pagination.paginate(items, request, query_id="q", now=NOW)
+    first = pagination.paginate(items, request, query_id="q", now=NOW, tokens=TOKENS)
     if not first.next_token:
         return
     grown = items + [i for i in inserted if i.uid not in {x.uid for x in items}]
     following = PageRequest(len(grown), first.next_token, request.order, 0)
-    rest = pagination.paginate(grown, following, query_id="q", now=NOW)
+    rest = pagination.paginate(grown, following, query_id="q", now=NOW, tokens=TOKENS)
     last = (first.items[-1].name, first.items[-1].uid)
     assert all((i.name, i.uid) > last for i in rest.items)
     assert not {i.uid for i in rest.items} & {i.uid for i in first.items}

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 
-from tokenrelay.emulator import Emulator, EmulatorServer, Store
+from tokenrelay.emulator import Emulator, EmulatorServer, Store, associations, invites, providers, roles
 from tokenrelay.emulator.seed import seed
 
 
 async def test_restart_keeps_resources_and_tokens(tmp_path: Path, http: aiohttp.ClientSession) -> None:
-    """Resources survive a restart, and an API token issued before it is accepted after it."""
+    """Resources of every kind survive a restart, and an API token and a page token issued before it are
+    accepted after it."""
     state = str(tmp_path / "state.db")
     store = Store(state)
     async with EmulatorServer(Emulator(store), port=0) as first:
@@ -22,6 +24,22 @@ async def test_restart_keeps_resources_and_tokens(tmp_path: Path, http: aiohttp.
         groups_before = {uid: g.v2() for uid, g in store.groups.items()}
         patched = next(g for g in store.groups.values() if g.name == "apps")
         first.emulator.resources.patch_group(patched.uid, {"description": "changed"}, None)
+        res = first.emulator.resources
+        org = seeded.organization.uid
+        role = roles.create(res, org, {"name": "r", "capabilities": ["groups.get"]})
+        invite, code = invites.create(res, org, {"roleUid": role.uid})
+        kept: dict[str, Any] = {
+            "role": role.v2(),
+            "invite": invites.render(res, invite),
+            "provider": providers.create(
+                res, org, {"name": "p", "oidc": {"issuer": "https://i.example"}}
+            ).v2(),
+            "association": associations.create(res, org, {"amazon": {"account": "123456789012"}}).v2(),
+            "advisories": sorted(a.uid for a in store.advisories.values()),
+        }
+        headers = {"Authorization": f"Bearer {token}"}
+        async with http.get(first.url + "/registry/v2beta1/repos?page_size=2", headers=headers) as r:
+            first_page = await r.json()
     store.close()
 
     store = Store(state)
@@ -36,6 +54,19 @@ async def test_restart_keeps_resources_and_tokens(tmp_path: Path, http: aiohttp.
         async with http.get(second.url + "/registry/v2beta1/repos", headers=headers) as r:
             assert r.status == 200
             assert (await r.json())["totalCount"] == "6"
+        res = second.emulator.resources
+        assert res.role(role.uid).v2() == kept["role"]
+        assert invites.render(res, invites.get(res, invite.uid)) == kept["invite"]
+        assert providers.get(res, kept["provider"]["uid"]).v2() == kept["provider"]
+        assert associations.get(res, kept["association"]["uid"]).v2() == kept["association"]
+        assert sorted(store.advisories) == kept["advisories"] and len(kept["advisories"]) == 2
+        assert (
+            invites.accept(res, invite.uid, {"code": code}, owner.uid).role == role.uid
+        )  # the code still opens it
+        params = {"page_size": "2", "page_token": first_page["nextPageToken"]}
+        async with http.get(second.url + "/registry/v2beta1/repos", params=params, headers=headers) as r:
+            assert r.status == 200  # the page-token key survived the restart
+            assert len((await r.json())["repos"]) == 2
         oidc = second.emulator.mint(owner.subject)
         params = {"aud": second.url, "identity": owner.uid}
         async with http.get(

@@ -152,11 +152,11 @@ async def test_configured_issuer_is_verified_through_discovery_and_jwks(http: ai
         )
         params = {"aud": upstream.url, "identity": identity.uid}
         for subject, expected in (("ci", 200), ("someone-else", 403)):
-            headers = {"Authorization": f"Bearer {platform.emulator.mint(subject)}"}
+            headers = {"Authorization": f"Bearer {platform.emulator.mint(subject, upstream.url)}"}
             async with http.get(upstream.url + "/sts/exchange", params=params, headers=headers) as r:
                 assert r.status == expected, subject
         # the emulator's own issuer token does not match an identity of the external issuer
-        headers = {"Authorization": f"Bearer {upstream.emulator.mint('ci')}"}
+        headers = {"Authorization": f"Bearer {upstream.emulator.mint('ci', upstream.url)}"}
         async with http.get(upstream.url + "/sts/exchange", params=params, headers=headers) as r:
             assert r.status == 403
 

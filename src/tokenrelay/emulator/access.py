@@ -2,66 +2,91 @@
 
 The upstream document names only the ``viewer`` role and leaves permissions "not shown"; the table
 below is the emulator's choice (published in docs/emulator.md). A binding grants its role's
-permissions on its group and on everything below it.
+permissions on its group and on everything below it. Custom roles (``store.roles``) name any of
+these permissions as their ``capabilities``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .errors import permission_denied
+from .errors import IAM_DOMAIN, permission_denied
 from .model import Role, is_within, role_uid
 from .store import Store
 
-READ = frozenset(
-    {
-        "groups.list",
-        "groups.get",
-        "identities.list",
-        "identities.get",
-        "role_bindings.list",
-        "repos.list",
-        "repos.get",
-        "repos.pull",
-        "tags.list",
-        "tags.get",
-    }
+
+def _ops(kinds: tuple[str, ...], *verbs: str) -> frozenset[str]:
+    return frozenset(f"{kind}.{verb}" for kind in kinds for verb in verbs)
+
+
+IAM_KINDS = (
+    "groups",
+    "identities",
+    "roles",
+    "role_bindings",
+    "identity_providers",
+    "account_associations",
+    "group_invites",
 )
-EDIT = READ | {"groups.create", "groups.update", "groups.delete", "repos.push"}
-OWN = EDIT | {"identities.create", "identities.delete", "role_bindings.create", "role_bindings.delete"}
+READ = _ops((*IAM_KINDS, "repos", "tags", "advisories"), "list", "get") | {"repos.pull"}
+EDIT = READ | _ops(("groups", "account_associations"), "create", "update", "delete") | {"repos.push"}
+OWN = EDIT | _ops(
+    ("identities", "roles", "role_bindings", "identity_providers", "group_invites"),
+    "create",
+    "update",
+    "delete",
+)
+PERMISSIONS = OWN  # what a custom role's capabilities may name
 
 ROLES: dict[str, Role] = {
     role.uid: role
     for role in (
-        Role(role_uid("viewer"), "viewer", "Read every resource in the group and below it.", READ),
         Role(
-            role_uid("editor"), "editor", "viewer, plus create, update and delete groups, push images.", EDIT
+            role_uid("viewer"),
+            "viewer",
+            "Read every resource in the group and below it.",
+            tuple(sorted(READ)),
+        ),
+        Role(
+            role_uid("editor"),
+            "editor",
+            "viewer, plus create, update and delete groups and account associations; push images.",
+            tuple(sorted(EDIT)),
         ),
         Role(
             role_uid("owner"),
             "owner",
-            "editor, plus manage identities and role bindings (who has access).",
-            OWN,
+            "editor, plus manage identities, identity providers, roles, role bindings and group invites "
+            "(who has access).",
+            tuple(sorted(OWN)),
         ),
     )
 }
 ROLE_BY_NAME = {role.name: role for role in ROLES.values()}
 
 
+def role(store: Store, uid: str) -> Role | None:
+    """A built-in or custom role by uid."""
+    return ROLES.get(uid) or store.roles.get(uid)
+
+
 def scopes(store: Store, identity_uid: str, permission: str) -> list[str]:
     """The group uids where ``identity_uid`` holds ``permission`` (each covers its descendants)."""
-    return [
-        binding.group
-        for binding in store.bindings_of(identity_uid)
-        if permission in ROLES[binding.role].permissions
-    ]
+    found = []
+    for binding in store.bindings_of(identity_uid):
+        bound = role(store, binding.role)
+        if bound is not None and permission in bound.permissions:
+            found.append(binding.group)
+    return found
 
 
 def allowed(scope_list: Iterable[str], group_uid: str) -> bool:
     return any(is_within(group_uid, scope) for scope in scope_list)
 
 
-def require(store: Store, identity_uid: str, permission: str, group_uid: str) -> None:
+def require(
+    store: Store, identity_uid: str, permission: str, group_uid: str, domain: str = IAM_DOMAIN
+) -> None:
     """PERMISSION_DENIED unless a binding on ``group_uid`` or an ancestor grants ``permission``."""
     if not allowed(scopes(store, identity_uid, permission), group_uid):
-        raise permission_denied(f"Permission denied: {permission} on {group_uid}")
+        raise permission_denied(f"Permission denied: {permission} on {group_uid}", domain)

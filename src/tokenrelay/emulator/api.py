@@ -1,34 +1,46 @@
-"""The upstream API's HTTP face: every endpoint of the document, v2beta1 and v1.
+"""The upstream API's HTTP face: every operation of the document, v2beta1 and v1, from one route table.
 
-Handlers do four things in order: authenticate the bearer (16), check that the target exists (5),
-check the caller's role bindings (7), then apply the rule from ``resources``. Lists show only what
-the caller may read, filtered, then paginated.
+Each resource kind is described once (``Kind``: its paths, permission name, table, rendering and
+rules); its List, Get, Create, Update and Delete handlers are made from that description, so every
+kind authenticates, checks its query, looks up, checks access and refuses in the same way and
+order: the bearer (16), the query parameters (3), the target (5), the caller's role bindings (7),
+then the body (3) and the resource's rules. Lists show only what the caller may read, filtered,
+then paginated.
+
+The route table is ``KINDS`` plus a few special routes (``add_routes``); a new kind is one more
+``Kind``. Reserved for the registry's tags: ``/registry/v2beta1/tags[/<uid>]`` (tag uid =
+``<repo uid>/<tag name>``).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 from aiohttp import web
 
-from . import access, pagination
+from . import access, associations, invites, pagination, providers, roles
 from .access import ROLES
-from .errors import REGISTRY_DOMAIN, invalid_argument, not_found, unauthenticated
-from .model import Group, Identity, Repo, Role, RoleBinding, parent_of
-from .resources import Resources
+from .errors import (
+    IAM_DOMAIN,
+    REGISTRY_DOMAIN,
+    VULNERABILITIES_DOMAIN,
+    invalid_argument,
+    not_found,
+    unauthenticated,
+)
+from .inputs import check_query, json_body
+from .model import Advisory, Group, Identity, Repo, RoleBinding, parent_of
+from .pagetoken import PageTokens
+from .resources import Resources, org_of
 from .sts import TokenService
 
-T = TypeVar("T")
-
 COMMON = frozenset({"uid", "create_ms"})
-GROUP_ORDER = COMMON | {"name", "update_ms"}
-IDENTITY_ORDER = GROUP_ORDER
-ROLE_ORDER = frozenset({"uid", "name"})
-BINDING_ORDER = COMMON
-REPO_ORDER = COMMON | {"name"}
+NAMED = COMMON | {"name", "update_ms"}
+HIERARCHY = ("uidp.descendants_of", "uidp.children_of")
+MASK = frozenset({"updateMask", "update_mask"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,12 +49,13 @@ class Context:
     tokens: TokenService
     audiences: Callable[[], frozenset[str]]  # the API token audiences this API accepts
     wall: Callable[[], float]
+    page_tokens: PageTokens
 
 
 CONTEXT = web.AppKey("api_context", Context)
 
 
-def respond(payload: dict[str, Any], status: int = 200) -> web.Response:
+def respond(payload: Mapping[str, Any], status: int = 200) -> web.Response:
     return web.Response(status=status, body=json.dumps(payload).encode(), content_type="application/json")
 
 
@@ -50,43 +63,14 @@ def empty() -> web.Response:
     return web.Response(status=200)
 
 
-def caller(request: web.Request) -> str:
+def caller(request: web.Request, domain: str = IAM_DOMAIN) -> str:
     """The identity uid behind the request's API token; UNAUTHENTICATED without a live one."""
     header = request.headers.get("Authorization", "")
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
-        raise unauthenticated("Unauthenticated: send an API token as Authorization: Bearer <token>")
+        raise unauthenticated("Unauthenticated: send an API token as Authorization: Bearer <token>", domain)
     ctx = request.app[CONTEXT]
     return ctx.tokens.verify(token.strip(), ctx.audiences())
-
-
-async def json_body(request: web.Request) -> dict[str, Any]:
-    try:
-        body = await request.json()
-    except (ValueError, UnicodeDecodeError):
-        raise invalid_argument("body", "not JSON") from None
-    if not isinstance(body, dict):
-        raise invalid_argument("body", "must be a JSON object")
-    return body
-
-
-def listing(
-    request: web.Request,
-    key: str,
-    items: Iterable[T],
-    order_fields: frozenset[str],
-    filters: Sequence[str],
-    render: Callable[[T], dict[str, Any]],
-) -> web.Response:
-    ctx = request.app[CONTEXT]
-    page_request = pagination.parse(request.query, order_fields)
-    query_id = json.dumps([request.path, *filters])
-    page = pagination.paginate(list(items), page_request, query_id=query_id, now=ctx.wall())
-    return respond(page.envelope(key, render))
-
-
-def hierarchy(request: web.Request) -> tuple[str, str]:
-    return request.query.get("uidp.descendants_of", ""), request.query.get("uidp.children_of", "")
 
 
 def in_hierarchy(uid: str, descendants_of: str, children_of: str) -> bool:
@@ -95,235 +79,292 @@ def in_hierarchy(uid: str, descendants_of: str, children_of: str) -> bool:
     return not (children_of and parent_of(uid) != children_of)
 
 
-# -- groups ---------------------------------------------------------------------------------------
+Creator = Callable[[Resources, str, str, dict[str, Any]], Mapping[str, Any]]  # (res, who, parent, body)
+Updater = Callable[[Resources, str, dict[str, Any], str | None], Any]  # (res, uid, body, mask) -> record
 
 
-async def list_groups(request: web.Request) -> web.Response:
+@dataclass(frozen=True)
+class Kind:
+    """One resource kind of the API and everything its handlers need to know about it."""
+
+    plural: str  # the path segment and the list envelope's key
+    prefix: str  # "/iam/v2beta1"
+    label: str  # for messages: "group"
+    permission: str  # "groups": groups.list, groups.get, ...
+    domain: str
+    table: Callable[[Resources], Iterable[Any]]
+    lookup: Callable[[Resources, str], Any | None]
+    render: Callable[[Resources, Any], Mapping[str, Any]]
+    order: frozenset[str]
+    scope: Callable[[Any], str | None] = lambda record: parent_of(record.uid)  # None: any caller
+    filters: Mapping[str, str] = field(default_factory=dict)  # exact query filter -> attribute
+    create: Creator | None = None
+    update: Updater | None = None
+    delete: Callable[[Resources, str], None] | None = None
+
+    @property
+    def path(self) -> str:
+        return f"{self.prefix}/{self.plural}"
+
+    def find(self, resources: Resources, uid: str) -> Any:
+        record = self.lookup(resources, uid)
+        if record is None:
+            raise not_found(f"Not found: {self.label} {uid}", self.domain)
+        return record
+
+    def require(self, request: web.Request, who: str, verb: str, record: Any) -> None:
+        scope = self.scope(record)
+        if scope is not None:
+            store = request.app[CONTEXT].resources.store
+            access.require(store, who, f"{self.permission}.{verb}", scope, self.domain)
+
+    # -- the five handlers ------------------------------------------------------------------------
+
+    async def list(self, request: web.Request) -> web.Response:
+        who = caller(request, self.domain)
+        query = check_query(request, {*pagination.PARAMETERS, *HIERARCHY, *self.filters}, self.domain)
+        page_request = pagination.parse(query, self.order, self.domain)
+        ctx = request.app[CONTEXT]
+        descendants_of, children_of = (query.get(name, "") for name in HIERARCHY)
+        exact = {attribute: query[name] for name, attribute in self.filters.items() if name in query}
+        scopes = access.scopes(ctx.resources.store, who, f"{self.permission}.list")
+        items = []
+        for record in self.table(ctx.resources):
+            scope = self.scope(record)
+            if (
+                in_hierarchy(record.uid, descendants_of, children_of)
+                and all(getattr(record, a) == v for a, v in exact.items())
+                and (scope is None or access.allowed(scopes, scope))
+            ):
+                items.append(record)
+        query_id = json.dumps([self.path, descendants_of, children_of, sorted(exact.items())])
+        page = pagination.paginate(
+            items, page_request, query_id=query_id, now=ctx.wall(), tokens=ctx.page_tokens
+        )
+        return respond(page.envelope(self.plural, lambda r: self.render(ctx.resources, r)))
+
+    async def get(self, request: web.Request) -> web.Response:
+        who = caller(request, self.domain)
+        check_query(request, (), self.domain)
+        resources = request.app[CONTEXT].resources
+        record = self.find(resources, request.match_info["uid"])
+        self.require(request, who, "get", record)
+        return respond(self.render(resources, record))
+
+    async def post(self, request: web.Request) -> web.Response:
+        assert self.create is not None
+        who = caller(request, self.domain)
+        check_query(request, (), self.domain)
+        resources = request.app[CONTEXT].resources
+        parent = GROUPS.find(resources, request.match_info["uid"])
+        access.require(resources.store, who, f"{self.permission}.create", parent.uid, self.domain)
+        body = await json_body(request, self.domain)
+        return respond(self.create(resources, who, parent.uid, body))
+
+    async def patch(self, request: web.Request) -> web.Response:
+        assert self.update is not None
+        who = caller(request, self.domain)
+        query = check_query(request, MASK, self.domain)
+        resources = request.app[CONTEXT].resources
+        record = self.find(resources, request.match_info["uid"])
+        self.require(request, who, "update", record)
+        body = await json_body(request, self.domain)
+        if len(MASK & query.keys()) > 1:
+            raise invalid_argument("update_mask", "give updateMask or update_mask, not both", self.domain)
+        mask = query.get("updateMask", query.get("update_mask"))
+        return respond(self.render(resources, self.update(resources, record.uid, body, mask)))
+
+    async def remove(self, request: web.Request) -> web.Response:
+        assert self.delete is not None
+        who = caller(request, self.domain)
+        check_query(request, (), self.domain)
+        resources = request.app[CONTEXT].resources
+        record = self.find(resources, request.match_info["uid"])
+        self.require(request, who, "delete", record)
+        self.delete(resources, record.uid)
+        return empty()
+
+    def add_routes(self, router: web.UrlDispatcher) -> None:
+        one = self.path + "/{uid:.+}"  # uids are slash paths
+        router.add_get(self.path, self.list)
+        router.add_get(one, self.get)
+        if self.create is not None:
+            router.add_post(one, self.post)
+        if self.update is not None:
+            router.add_patch(one, self.patch)
+        if self.delete is not None:
+            router.add_delete(one, self.remove)
+
+
+# -- the kinds --------------------------------------------------------------------------------------
+
+
+def _table(name: str) -> Callable[[Resources], Iterable[Any]]:
+    return lambda resources: getattr(resources.store, name).values()
+
+
+def _lookup(name: str) -> Callable[[Resources, str], Any | None]:
+    return lambda resources, uid: getattr(resources.store, name).get(uid)
+
+
+def _v2(resources: Resources, record: Any) -> Mapping[str, Any]:
+    rendered: Mapping[str, Any] = record.v2()
+    return rendered
+
+
+def _create_binding(
+    resources: Resources, who: str, group_uid: str, body: dict[str, Any]
+) -> Mapping[str, Any]:
+    identity_uid = body.get("identityUid")
+    # Binding shows the identity's claims to whoever reads the binding: the caller must be able to read
+    # them already (identities of other organizations join through invites, not bindings).
+    if (
+        isinstance(identity_uid, str)
+        and identity_uid in resources.store.identities
+        and org_of(identity_uid) == org_of(group_uid)
+    ):
+        access.require(resources.store, who, "identities.get", parent_of(identity_uid))
+    return resources.render_binding(resources.create_binding(group_uid, body))
+
+
+def _create_invite(resources: Resources, who: str, group_uid: str, body: dict[str, Any]) -> Mapping[str, Any]:
+    invite, code = invites.create(resources, group_uid, body)
+    return {**invites.render(resources, invite), "code": code}
+
+
+def _all_roles(resources: Resources) -> Iterable[Any]:
+    return [*ROLES.values(), *resources.store.roles.values()]
+
+
+GROUPS = Kind(
+    "groups", "/iam/v2beta1", "group", "groups", IAM_DOMAIN,
+    _table("groups"), _lookup("groups"), _v2, NAMED,
+    scope=lambda group: group.uid,
+    filters={"name": "name"},
+    create=lambda res, who, parent, body: res.create_group(parent, body).v2(),
+    update=Resources.patch_group,
+    delete=Resources.delete_group,
+)  # fmt: skip
+IDENTITIES = Kind(
+    "identities", "/iam/v2beta1", "identity", "identities", IAM_DOMAIN,
+    _table("identities"), _lookup("identities"), _v2, NAMED,
+    create=lambda res, who, parent, body: res.create_identity(parent, body).v2(),
+    update=Resources.patch_identity,
+    delete=Resources.delete_identity,
+)  # fmt: skip
+ROLE_KIND = Kind(
+    "roles", "/iam/v2beta1", "role", "roles", IAM_DOMAIN,
+    _all_roles, lambda res, uid: access.role(res.store, uid), _v2, NAMED,
+    scope=lambda role: None if role.builtin else parent_of(role.uid),  # built-ins: every caller
+    filters={"name": "name"},
+    create=lambda res, who, parent, body: roles.create(res, parent, body).v2(),
+    update=roles.patch,
+    delete=roles.delete,
+)  # fmt: skip
+ROLE_BINDINGS = Kind(
+    "roleBindings", "/iam/v2beta1", "role binding", "role_bindings", IAM_DOMAIN,
+    _table("bindings"), _lookup("bindings"), Resources.render_binding, COMMON,
+    filters={"identityUid": "identity", "roleUid": "role"},
+    create=_create_binding,
+    update=Resources.patch_binding,
+    delete=Resources.delete_binding,
+)  # fmt: skip
+IDENTITY_PROVIDERS = Kind(
+    "identityProviders", "/iam/v2beta1", "identity provider", "identity_providers", IAM_DOMAIN,
+    _table("providers"), _lookup("providers"), _v2, NAMED,
+    create=lambda res, who, parent, body: providers.create(res, parent, body).v2(),
+    update=providers.patch,
+    delete=providers.delete,
+)  # fmt: skip
+ACCOUNT_ASSOCIATIONS = Kind(
+    "accountAssociations", "/iam/v2beta1", "account association", "account_associations", IAM_DOMAIN,
+    _table("associations"), _lookup("associations"), _v2, NAMED,
+    create=lambda res, who, parent, body: associations.create(res, parent, body).v2(),
+    update=associations.patch,
+    delete=associations.delete,
+)  # fmt: skip
+GROUP_INVITES = Kind(
+    "groupInvites", "/iam/v2beta1", "group invite", "group_invites", IAM_DOMAIN,
+    _table("invites"), _lookup("invites"), invites.render, COMMON | {"update_ms"},
+    create=_create_invite,
+    update=invites.patch,
+    delete=invites.delete,
+)  # fmt: skip
+REPOS = Kind(
+    "repos", "/registry/v2beta1", "repo", "repos", REGISTRY_DOMAIN,
+    _table("repos"), _lookup("repos"), _v2, COMMON | {"name"},
+    filters={"name": "name"},
+)  # fmt: skip
+ADVISORIES = Kind(
+    "advisories", "/vulnerabilities/v2beta1", "advisory", "advisories", VULNERABILITIES_DOMAIN,
+    _table("advisories"), _lookup("advisories"), _v2, COMMON | {"update_ms"},
+    scope=lambda advisory: parent_of(parent_of(advisory.uid)),  # the group holding its repo
+    filters={"vulnerabilityId": "vulnerability_id"},
+)  # fmt: skip
+
+KINDS: tuple[Kind, ...] = (
+    GROUPS,
+    IDENTITIES,
+    ROLE_KIND,
+    ROLE_BINDINGS,
+    IDENTITY_PROVIDERS,
+    ACCOUNT_ASSOCIATIONS,
+    GROUP_INVITES,
+    REPOS,
+    ADVISORIES,
+)
+
+
+async def accept_invite(request: web.Request) -> web.Response:
+    """``POST /iam/v2beta1/groupInvites/<uid>:accept`` {"code"}: the caller joins; the code is the right."""
     who = caller(request)
-    ctx = request.app[CONTEXT]
-    descendants_of, children_of = hierarchy(request)
-    name = request.query.get("name")
-    scopes = access.scopes(ctx.resources.store, who, "groups.list")
-    groups = [
-        g
-        for g in ctx.resources.store.groups.values()
-        if in_hierarchy(g.uid, descendants_of, children_of)
-        and (name is None or g.name == name)
-        and access.allowed(scopes, g.uid)
-    ]
-    return listing(
-        request, "groups", groups, GROUP_ORDER, [descendants_of, children_of, name or ""], Group.v2
-    )
+    check_query(request, (), IAM_DOMAIN)
+    resources = request.app[CONTEXT].resources
+    invite = GROUP_INVITES.find(resources, request.match_info["uid"])
+    body = await json_body(request, IAM_DOMAIN)
+    return respond(resources.render_binding(invites.accept(resources, invite.uid, body, who)))
 
 
-async def get_group(request: web.Request) -> web.Response:
-    who = caller(request)
-    ctx = request.app[CONTEXT]
-    group = ctx.resources.group(request.match_info["uid"])
-    access.require(ctx.resources.store, who, "groups.get", group.uid)
-    return respond(group.v2())
-
-
-async def create_group(request: web.Request) -> web.Response:
-    who = caller(request)
-    ctx = request.app[CONTEXT]
-    parent = ctx.resources.group(request.match_info["uid"])
-    access.require(ctx.resources.store, who, "groups.create", parent.uid)
-    group = ctx.resources.create_group(parent.uid, await json_body(request))
-    return respond(group.v2())
-
-
-async def patch_group(request: web.Request) -> web.Response:
-    who = caller(request)
-    ctx = request.app[CONTEXT]
-    group = ctx.resources.group(request.match_info["uid"])
-    access.require(ctx.resources.store, who, "groups.update", group.uid)
-    mask = request.query.get("updateMask", request.query.get("update_mask"))
-    updated = ctx.resources.patch_group(group.uid, await json_body(request), mask)
-    return respond(updated.v2())
-
-
-async def delete_group(request: web.Request) -> web.Response:
-    who = caller(request)
-    ctx = request.app[CONTEXT]
-    group = ctx.resources.group(request.match_info["uid"])
-    access.require(ctx.resources.store, who, "groups.delete", group.uid)
-    ctx.resources.delete_group(group.uid)
-    return empty()
-
-
-# -- identities -----------------------------------------------------------------------------------
-
-
-async def list_identities(request: web.Request) -> web.Response:
-    who = caller(request)
-    ctx = request.app[CONTEXT]
-    descendants_of, children_of = hierarchy(request)
-    scopes = access.scopes(ctx.resources.store, who, "identities.list")
-    identities = [
-        i
-        for i in ctx.resources.store.identities.values()
-        if in_hierarchy(i.uid, descendants_of, children_of) and access.allowed(scopes, parent_of(i.uid))
-    ]
-    return listing(
-        request, "identities", identities, IDENTITY_ORDER, [descendants_of, children_of], Identity.v2
-    )
-
-
-async def get_identity(request: web.Request) -> web.Response:
-    who = caller(request)
-    ctx = request.app[CONTEXT]
-    identity = ctx.resources.identity(request.match_info["uid"])
-    access.require(ctx.resources.store, who, "identities.get", parent_of(identity.uid))
-    return respond(identity.v2())
-
-
-async def create_identity(request: web.Request) -> web.Response:
-    who = caller(request)
-    ctx = request.app[CONTEXT]
-    group = ctx.resources.group(request.match_info["uid"])
-    access.require(ctx.resources.store, who, "identities.create", group.uid)
-    identity = ctx.resources.create_identity(group.uid, await json_body(request))
-    return respond(identity.v2())
-
-
-async def delete_identity(request: web.Request) -> web.Response:
-    who = caller(request)
-    ctx = request.app[CONTEXT]
-    identity = ctx.resources.identity(request.match_info["uid"])
-    access.require(ctx.resources.store, who, "identities.delete", parent_of(identity.uid))
-    ctx.resources.delete_identity(identity.uid)
-    return empty()
-
-
-# -- roles ----------------------------------------------------------------------------------------
-
-
-async def list_roles(request: web.Request) -> web.Response:
-    caller(request)  # built-in roles are readable by every authenticated caller
-    return listing(request, "roles", ROLES.values(), ROLE_ORDER, [], Role.v2)
-
-
-async def get_role(request: web.Request) -> web.Response:
-    caller(request)
-    role = ROLES.get(request.match_info["uid"])
-    if role is None:
-        raise not_found(f"Not found: role {request.match_info['uid']}")
-    return respond(role.v2())
-
-
-# -- role bindings --------------------------------------------------------------------------------
-
-
-async def list_bindings(request: web.Request) -> web.Response:
-    who = caller(request)
-    ctx = request.app[CONTEXT]
-    descendants_of, children_of = hierarchy(request)
-    scopes = access.scopes(ctx.resources.store, who, "role_bindings.list")
-    bindings = [
-        b
-        for b in ctx.resources.store.bindings.values()
-        if in_hierarchy(b.uid, descendants_of, children_of) and access.allowed(scopes, b.group)
-    ]
-    render: Callable[[RoleBinding], dict[str, Any]] = ctx.resources.render_binding
-    return listing(request, "roleBindings", bindings, BINDING_ORDER, [descendants_of, children_of], render)
-
-
-async def create_binding(request: web.Request) -> web.Response:
-    who = caller(request)
-    ctx = request.app[CONTEXT]
-    group = ctx.resources.group(request.match_info["uid"])
-    access.require(ctx.resources.store, who, "role_bindings.create", group.uid)
-    binding = ctx.resources.create_binding(group.uid, await json_body(request))
-    return respond(ctx.resources.render_binding(binding))
-
-
-async def delete_binding(request: web.Request) -> web.Response:
-    who = caller(request)
-    ctx = request.app[CONTEXT]
-    binding = ctx.resources.binding(request.match_info["uid"])
-    access.require(ctx.resources.store, who, "role_bindings.delete", binding.group)
-    ctx.resources.delete_binding(binding.uid)
-    return empty()
-
-
-# -- repos ----------------------------------------------------------------------------------------
-
-
-def _visible_repos(request: web.Request, who: str) -> list[Repo]:
-    ctx = request.app[CONTEXT]
-    descendants_of, children_of = hierarchy(request)
-    scopes = access.scopes(ctx.resources.store, who, "repos.list")
-    return [
-        r
-        for r in ctx.resources.store.repos.values()
-        if in_hierarchy(r.uid, descendants_of, children_of) and access.allowed(scopes, parent_of(r.uid))
-    ]
-
-
-async def list_repos(request: web.Request) -> web.Response:
-    who = caller(request)
-    filters = list(hierarchy(request))
-    return listing(request, "repos", _visible_repos(request, who), REPO_ORDER, filters, Repo.v2)
-
-
-async def get_repo(request: web.Request) -> web.Response:
-    who = caller(request)
-    ctx = request.app[CONTEXT]
-    repo = ctx.resources.store.repos.get(request.match_info["uid"])
-    if repo is None:
-        raise not_found(f"Not found: repo {request.match_info['uid']}", REGISTRY_DOMAIN)
-    access.require(ctx.resources.store, who, "repos.get", parent_of(repo.uid))
-    return respond(repo.v2())
-
-
-# -- v1 -------------------------------------------------------------------------------------------
+# -- v1 ---------------------------------------------------------------------------------------------
 
 
 async def list_groups_v1(request: web.Request) -> web.Response:
     """v1: every readable group in one ``items`` array; ``id`` filters to one group."""
     who = caller(request)
-    ctx = request.app[CONTEXT]
-    wanted = request.query.get("id")
-    scopes = access.scopes(ctx.resources.store, who, "groups.list")
-    groups = sorted(
-        (
-            g
-            for g in ctx.resources.store.groups.values()
-            if (wanted is None or g.uid == wanted) and access.allowed(scopes, g.uid)
-        ),
+    wanted = check_query(request, ("id",), IAM_DOMAIN).get("id")
+    store = request.app[CONTEXT].resources.store
+    scopes = access.scopes(store, who, "groups.list")
+    groups: list[Group] = sorted(
+        (g for g in store.groups.values() if wanted in (None, g.uid) and access.allowed(scopes, g.uid)),
         key=lambda g: g.uid,
     )
     return respond({"items": [g.v1() for g in groups]})
 
 
 async def list_repos_v1(request: web.Request) -> web.Response:
-    who = caller(request)
-    wanted = request.query.get("id")
-    repos = sorted(
-        (r for r in _visible_repos(request, who) if wanted is None or r.uid == wanted), key=lambda r: r.uid
+    who = caller(request, REGISTRY_DOMAIN)
+    wanted = check_query(request, ("id",), REGISTRY_DOMAIN).get("id")
+    store = request.app[CONTEXT].resources.store
+    scopes = access.scopes(store, who, "repos.list")
+    repos: list[Repo] = sorted(
+        (
+            r
+            for r in store.repos.values()
+            if wanted in (None, r.uid) and access.allowed(scopes, parent_of(r.uid))
+        ),
+        key=lambda r: r.uid,
     )
     return respond({"items": [r.v1() for r in repos]})
 
 
 def add_routes(app: web.Application) -> None:
-    uid = "{uid:.+}"  # uids are slash paths
-    r = app.router
-    r.add_get("/iam/v2beta1/groups", list_groups)
-    r.add_get(f"/iam/v2beta1/groups/{uid}", get_group)
-    r.add_post(f"/iam/v2beta1/groups/{uid}", create_group)
-    r.add_patch(f"/iam/v2beta1/groups/{uid}", patch_group)
-    r.add_delete(f"/iam/v2beta1/groups/{uid}", delete_group)
-    r.add_get("/iam/v2beta1/identities", list_identities)
-    r.add_get(f"/iam/v2beta1/identities/{uid}", get_identity)
-    r.add_post(f"/iam/v2beta1/identities/{uid}", create_identity)
-    r.add_delete(f"/iam/v2beta1/identities/{uid}", delete_identity)
-    r.add_get("/iam/v2beta1/roles", list_roles)
-    r.add_get(f"/iam/v2beta1/roles/{uid}", get_role)
-    r.add_get("/iam/v2beta1/roleBindings", list_bindings)
-    r.add_post(f"/iam/v2beta1/roleBindings/{uid}", create_binding)
-    r.add_delete(f"/iam/v2beta1/roleBindings/{uid}", delete_binding)
-    r.add_get("/registry/v2beta1/repos", list_repos)
-    r.add_get(f"/registry/v2beta1/repos/{uid}", get_repo)
-    r.add_get("/iam/v1/groups", list_groups_v1)
-    r.add_get("/registry/v1/repos", list_repos_v1)
+    router = app.router
+    # before the kinds: ".../groupInvites/<uid>" would take the ":accept" suffix into the uid
+    router.add_post(GROUP_INVITES.path + "/{uid:.+}:accept", accept_invite)
+    for kind in KINDS:
+        kind.add_routes(router)
+    router.add_get("/iam/v1/groups", list_groups_v1)
+    router.add_get("/registry/v1/repos", list_repos_v1)
+
+
+__all__ = ["CONTEXT", "KINDS", "Advisory", "Context", "Identity", "Kind", "RoleBinding", "add_routes"]

@@ -20,12 +20,15 @@ from aiohttp import web
 
 from ..aip193 import Code
 from ..loopback import is_loopback
-from . import api
+from . import api, providers
 from .access import ROLE_BY_NAME
-from .errors import STS_DOMAIN, ApiError, invalid_argument, permission_denied
+from .advisories import create_advisory
+from .errors import STS_DOMAIN, ApiError, invalid_argument, invalid_arguments, permission_denied, routing
+from .inputs import MAX_BODY, MAX_QUERY_VALUE, Fields, check_query, json_body
 from .issuer import DISCOVERY_PATH, JWKS_PATH, Issuer, SigningKey
-from .model import Group, Identity, Repo, RoleBinding
+from .model import Advisory, Group, Identity, Repo, RoleBinding
 from .oidc import OidcVerifier, normalize
+from .pagetoken import PageTokens
 from .registry import Registry
 from .registry import add_routes as add_registry_routes
 from .resources import Resources
@@ -35,6 +38,7 @@ from .sts import STS_PATH, TokenService
 log = logging.getLogger("tokenrelay.emulator")
 
 MINT_PATH = "/emulator/v1/mint"
+ADVISORY_SEED_PATH = "/emulator/v1/advisories"
 SESSION = web.AppKey("emulator_session", aiohttp.ClientSession)
 
 
@@ -74,9 +78,12 @@ class Emulator:
             SigningKey.stored(self.store, "sts"),
             self.verifier,
             lambda: self._base_url,
+            audiences=lambda: self._audiences,
+            trusted_for=lambda identity_uid: providers.trusted_issuers(self.store, identity_uid),
             lifetime=token_lifetime,
             wall=wall,
         )
+        self.page_tokens = PageTokens.stored(self.store)
         self.registry = Registry(self.store, self.resources, lambda: self._base_url, wall=wall)
 
     @property
@@ -120,6 +127,11 @@ class Emulator:
     def repo(self, group_uid: str, name: str) -> Repo:
         return self.resources.create_repo(group_uid, name)
 
+    def advisory(self, repo_uid: str, fields: dict[str, object]) -> Advisory:
+        """Seed an advisory about a repo (the API has no create for them): ``vulnerabilityId``,
+        ``package`` (required), ``aliases``, ``severity``, ``status``, ``fixedVersion``, ``summary``."""
+        return create_advisory(self.resources, repo_uid, fields)
+
     def mint(self, subject: str, audience: str | None = None, lifetime: float = 3600.0) -> str:
         """A platform OIDC token from this emulator's issuer."""
         return self.issuer.mint(subject, audience or self.base_url, lifetime)
@@ -131,13 +143,16 @@ class Emulator:
     # -- HTTP -----------------------------------------------------------------------------------
 
     def app(self) -> web.Application:
-        app = web.Application(middlewares=[_errors], client_max_size=1 << 20)
-        app[api.CONTEXT] = api.Context(self.resources, self.tokens, lambda: self._audiences, self.wall)
+        app = web.Application(middlewares=[_errors], client_max_size=MAX_BODY)
+        app[api.CONTEXT] = api.Context(
+            self.resources, self.tokens, lambda: self._audiences, self.wall, self.page_tokens
+        )
         app.router.add_get(DISCOVERY_PATH, self._discovery)
         app.router.add_get(JWKS_PATH, self._jwks)
         app.router.add_get(STS_PATH + "/exchange", self._exchange)
         app.router.add_post(STS_PATH + "/exchange", self._exchange)
         app.router.add_post(MINT_PATH, self._mint)
+        app.router.add_post(ADVISORY_SEED_PATH + "/{uid:.+}", self._seed_advisory)
         api.add_routes(app)
         add_registry_routes(app, self.registry)
         app.cleanup_ctx.append(self._lifespan)
@@ -148,22 +163,23 @@ class Emulator:
         await self.close()
 
     async def _discovery(self, request: web.Request) -> web.Response:
+        check_query(request, (), STS_DOMAIN)
         return api.respond(self.issuer.discovery())
 
     async def _jwks(self, request: web.Request) -> web.Response:
+        check_query(request, (), STS_DOMAIN)
         return api.respond(self.issuer.jwks())
 
     async def _exchange(self, request: web.Request) -> web.Response:
-        fields = dict(request.query)
-        if request.method == "POST" and request.content_type in (
-            "application/x-www-form-urlencoded",
-            "multipart/form-data",
-        ):
-            form = await request.post()
-            for name in ("aud", "identity"):
-                value = form.get(name)
-                if name not in fields and isinstance(value, str):
-                    fields[name] = value
+        fields = check_query(request, EXCHANGE_FIELDS, STS_DOMAIN)
+        if request.method == "POST" and request.body_exists:
+            if request.content_type != "application/x-www-form-urlencoded":
+                raise invalid_argument(
+                    "Content-Type",
+                    "send aud and identity in the query, or as application/x-www-form-urlencoded",
+                    STS_DOMAIN,
+                )
+            fields.update(await _form(request, fields))
         scheme, _, bearer = request.headers.get("Authorization", "").partition(" ")
         token = await self.tokens.exchange(
             bearer.strip() if scheme.lower() == "bearer" else None, fields.get("aud"), fields.get("identity")
@@ -172,24 +188,63 @@ class Emulator:
 
     async def _mint(self, request: web.Request) -> web.Response:
         """Platform tokens on demand (``tokenrelay emulate mint``); loopback callers only."""
-        if request.remote is None or not is_loopback(request.remote):
-            raise permission_denied("Permission denied: minting is open to loopback callers only", STS_DOMAIN)
-        try:
-            fields = await request.json()
-        except ValueError:
-            raise invalid_argument("body", "not JSON", STS_DOMAIN) from None
-        if not isinstance(fields, dict):
-            raise invalid_argument("body", "must be a JSON object", STS_DOMAIN)
-        subject, audience = fields.get("sub"), fields.get("aud") or self.base_url
-        lifetime = fields.get("lifetime", 3600)
-        if not isinstance(subject, str) or not subject:
-            raise invalid_argument("sub", "required", STS_DOMAIN)
-        if not isinstance(lifetime, int | float) or not 0 < lifetime <= 7 * 86400:
-            raise invalid_argument("lifetime", "seconds, more than 0 and at most a week", STS_DOMAIN)
-        return api.respond({"token": self.issuer.mint(subject, str(audience), lifetime)})
+        _loopback_only(request, "minting")
+        check_query(request, (), STS_DOMAIN)
+        body = await json_body(request, STS_DOMAIN)
+        fields = Fields(body, ("sub", "aud", "lifetime"), STS_DOMAIN)
+        subject = fields.text("sub", required=True, limit=1024)
+        audience = fields.text("aud", limit=2048) if body.get("aud") is not None else ""
+        lifetime = body.get("lifetime", 3600)
+        if (
+            isinstance(lifetime, bool)
+            or not isinstance(lifetime, int | float)
+            or not 0 < lifetime <= 7 * 86400
+        ):
+            fields.add("lifetime", "seconds, more than 0 and at most a week")
+        fields.check()
+        return api.respond({"token": self.issuer.mint(subject, audience or self.base_url, lifetime)})
+
+    async def _seed_advisory(self, request: web.Request) -> web.Response:
+        """Advisories have no create in the API: the operator seeds them here; loopback callers only."""
+        _loopback_only(request, "seeding advisories")
+        check_query(request, (), STS_DOMAIN)
+        body = await json_body(request, STS_DOMAIN)
+        return api.respond(self.advisory(request.match_info["uid"], body).v2())
 
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+EXCHANGE_FIELDS = ("aud", "identity")
+
+
+def _loopback_only(request: web.Request, what: str) -> None:
+    if request.remote is None or not is_loopback(request.remote):
+        raise permission_denied(f"Permission denied: {what} is open to loopback callers only", STS_DOMAIN)
+
+
+async def _form(request: web.Request, query: dict[str, str]) -> dict[str, str]:
+    """The exchange's form fields: only aud and identity, once each, bounded like the query."""
+    try:
+        form = await request.post()
+    except web.HTTPRequestEntityTooLarge:
+        raise invalid_argument("body", f"larger than {MAX_BODY} bytes", STS_DOMAIN) from None
+    except (ValueError, LookupError):  # undecodable bytes, an unknown charset
+        raise invalid_argument("body", "not a URL-encoded form in UTF-8", STS_DOMAIN) from None
+    violations = []
+    fields: dict[str, str] = {}
+    for name in sorted(set(form)):
+        values = form.getall(name)
+        value = values[0]
+        if name not in EXCHANGE_FIELDS:
+            violations.append((name, "unknown field; the exchange accepts: aud, identity"))
+        elif len(values) > 1 or name in query:
+            violations.append((name, "given more than once"))
+        elif not isinstance(value, str) or len(value) > MAX_QUERY_VALUE:
+            violations.append((name, f"must be text of at most {MAX_QUERY_VALUE} characters"))
+        else:
+            fields[name] = value
+    if violations:
+        raise invalid_arguments(violations, STS_DOMAIN)
+    return fields
 
 
 @web.middleware
@@ -202,13 +257,7 @@ async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
-        code = {404: Code.NOT_FOUND, 405: Code.UNIMPLEMENTED, 413: Code.INVALID_ARGUMENT}.get(
-            exc.status, Code.UNKNOWN
-        )
-        error = ApiError(code, f"{exc.reason}: {request.method} {request.path}")
-        return web.Response(
-            status=exc.status, body=json.dumps(error.body()).encode(), content_type="application/json"
-        )
+        return _routing_error(request, exc).response(exc.status)
     except Exception:
         # A bug in the emulator: still an AIP-193 body, so a client under test sees the shape it
         # handles; the traceback goes to the log at debug level only.
@@ -217,6 +266,27 @@ async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
         return web.Response(
             status=500, body=json.dumps(error.body()).encode(), content_type="application/json"
         )
+
+
+def _routing_error(request: web.Request, exc: web.HTTPException) -> ApiError:
+    """aiohttp's own refusals (unknown path, wrong method, body too large) in the full AIP-193 shape."""
+    where = f"{request.method} {request.path}"
+    if exc.status == 413:
+        return invalid_argument("body", f"larger than {MAX_BODY} bytes")
+    if exc.status == 405:
+        allowed = sorted(getattr(exc, "allowed_methods", ()))
+        error = routing(
+            Code.UNIMPLEMENTED,
+            f"Unimplemented: {where}: this path answers {', '.join(allowed)}",
+            request.path,
+        )
+        error.headers["Allow"] = ",".join(allowed)
+        return error
+    if exc.status == 404:
+        return routing(Code.NOT_FOUND, f"Not found: {where}: no such path in this API", request.path)
+    return routing(
+        Code.INVALID_ARGUMENT if exc.status < 500 else Code.UNKNOWN, f"{exc.reason}: {where}", request.path
+    )
 
 
 class EmulatorServer:

@@ -123,7 +123,7 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event | None = None) -> 
         _say(f"emulator: {url}")
         _say(f"issuer: {url}  (discovery {url}/.well-known/openid-configuration)")
         _say(f"token service: {url}/sts/exchange")
-        _say(f"api: {url}/iam/v2beta1/  {url}/registry/v2beta1/")
+        _say(f"api: {url}/iam/v2beta1/  {url}/registry/v2beta1/  {url}/vulnerabilities/v2beta1/")
         _say(f"registry: {url.removeprefix('http://')}  (the OCI distribution API on {url}/v2/)")
         if args.seed:
             seeded = seed(emulator)

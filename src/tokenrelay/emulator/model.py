@@ -116,18 +116,34 @@ class Identity:
 
 @dataclass(slots=True)
 class Role:
+    """A built-in role (flat uid, no times) or a custom one (uid under its group)."""
+
     KIND: ClassVar[str] = "role"
     uid: str
     name: str
     description: str
-    permissions: frozenset[str]
+    permissions: tuple[str, ...]
     create_ms: int = 0
+    update_ms: int = 0
+
+    @property
+    def builtin(self) -> bool:
+        return "/" not in self.uid
 
     def v2(self) -> dict[str, Any]:
-        return {"uid": self.uid, "name": self.name, "description": self.description}
+        body: dict[str, Any] = {
+            "uid": self.uid,
+            "name": self.name,
+            "description": self.description,
+            "capabilities": sorted(self.permissions),
+        }
+        if not self.builtin:
+            body["createTime"] = timestamp(self.create_ms)
+            body["updateTime"] = timestamp(self.update_ms)
+        return body
 
     def ref(self) -> dict[str, Any]:
-        return self.v2()
+        return {"uid": self.uid, "name": self.name, "description": self.description}
 
 
 @dataclass(slots=True)
@@ -137,6 +153,7 @@ class RoleBinding:
     identity: str  # uid
     role: str  # uid
     create_ms: int
+    update_ms: int = 0  # 0 in state written before bindings could be updated: read as create_ms
 
     @property
     def group(self) -> str:
@@ -157,5 +174,124 @@ class Repo:
         return {"id": self.uid, "name": self.name, "createdAt": timestamp(self.create_ms)}
 
 
-Record = Group | Identity | RoleBinding | Repo
-RECORD_TYPES: dict[str, type[Record]] = {cls.KIND: cls for cls in (Group, Identity, RoleBinding, Repo)}
+@dataclass(slots=True)
+class IdentityProvider:
+    """An OIDC issuer a group trusts: identities in the group and below may match its tokens."""
+
+    KIND: ClassVar[str] = "identity_provider"
+    uid: str
+    name: str
+    description: str
+    issuer: str
+    create_ms: int
+    update_ms: int
+
+    def v2(self) -> dict[str, Any]:
+        return {
+            "uid": self.uid,
+            "name": self.name,
+            "description": self.description,
+            "oidc": {"issuer": self.issuer},
+            "createTime": timestamp(self.create_ms),
+            "updateTime": timestamp(self.update_ms),
+        }
+
+
+@dataclass(slots=True)
+class AccountAssociation:
+    """A cloud account tied to a group: exactly one of ``amazon``, ``google``, ``azure``."""
+
+    KIND: ClassVar[str] = "account_association"
+    uid: str
+    name: str
+    description: str
+    provider: str  # "amazon", "google" or "azure"
+    account: dict[str, str]
+    create_ms: int
+    update_ms: int
+
+    def v2(self) -> dict[str, Any]:
+        return {
+            "uid": self.uid,
+            "name": self.name,
+            "description": self.description,
+            self.provider: dict(self.account),
+            "createTime": timestamp(self.create_ms),
+            "updateTime": timestamp(self.update_ms),
+        }
+
+
+@dataclass(slots=True)
+class GroupInvite:
+    """An offer of a role in a group, accepted by whoever presents its code before ``expire_ms``."""
+
+    KIND: ClassVar[str] = "group_invite"
+    uid: str
+    role: str  # uid
+    expire_ms: int
+    single_use: bool
+    code_sha256: str  # the code itself is shown once, in the create answer
+    create_ms: int
+    update_ms: int
+
+    @property
+    def group(self) -> str:
+        return parent_of(self.uid)
+
+
+@dataclass(slots=True)
+class Advisory:
+    """A vulnerability advisory about a repo's images (read-only over the API; seeded)."""
+
+    KIND: ClassVar[str] = "advisory"
+    uid: str
+    vulnerability_id: str
+    aliases: list[str]
+    package: str
+    severity: str
+    status: str
+    fixed_version: str
+    summary: str
+    create_ms: int
+    update_ms: int
+
+    def v2(self) -> dict[str, Any]:
+        return {
+            "uid": self.uid,
+            "vulnerabilityId": self.vulnerability_id,
+            "aliases": list(self.aliases),
+            "package": self.package,
+            "severity": self.severity,
+            "status": self.status,
+            "fixedVersion": self.fixed_version,
+            "summary": self.summary,
+            "createTime": timestamp(self.create_ms),
+            "updateTime": timestamp(self.update_ms),
+        }
+
+
+Record = (
+    Group
+    | Identity
+    | Role
+    | RoleBinding
+    | Repo
+    | IdentityProvider
+    | AccountAssociation
+    | GroupInvite
+    | Advisory
+)
+RECORD_TYPES: dict[str, type[Record]] = {
+    cls.KIND: cls
+    for cls in (
+        Group,
+        Identity,
+        Role,
+        RoleBinding,
+        Repo,
+        IdentityProvider,
+        AccountAssociation,
+        GroupInvite,
+        Advisory,
+    )
+}

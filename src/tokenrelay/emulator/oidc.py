@@ -50,17 +50,18 @@ class OidcVerifier:
         self._wall = wall
         self._keys: TTLCache[str, dict[str, jwt.PyJWK]] = TTLCache(maxsize=64, ttl=JWKS_TTL)
 
-    async def verify(self, token: str) -> dict[str, Any]:
+    async def verify(self, token: str, also_trusted: frozenset[str] = frozenset()) -> dict[str, Any]:
+        """The verified claims; ``also_trusted`` adds issuers (identity providers) for this token."""
         try:
             header = jwt.get_unverified_header(token)
             unverified = jwt.decode(token, options={"verify_signature": False})
-        except jwt.PyJWTError:
+        except (jwt.PyJWTError, ValueError, TypeError):
             raise _bad("Unauthenticated: the OIDC token is not a JWT") from None
         issuer = unverified.get("iss")
         if not isinstance(issuer, str):
             raise _bad("Unauthenticated: the OIDC token has no iss claim")
         kid = header.get("kid")
-        key = await self._key(normalize(issuer), kid if isinstance(kid, str) else None)
+        key = await self._key(normalize(issuer), kid if isinstance(kid, str) else None, also_trusted)
         try:
             claims: dict[str, Any] = jwt.decode(
                 token,
@@ -81,18 +82,18 @@ class OidcVerifier:
             raise _bad(f"Unauthenticated: the OIDC token is not valid: {type(exc).__name__}") from None
         now = self._wall()
         exp, nbf = claims["exp"], claims.get("nbf", 0)
-        if not isinstance(exp, int | float) or exp <= now:
+        if not isinstance(exp, int | float) or isinstance(exp, bool) or not exp > now:
             raise _bad("Unauthenticated: the OIDC token has expired")
         if isinstance(nbf, int | float) and nbf > now + 60:
             raise _bad("Unauthenticated: the OIDC token is not valid yet (nbf)")
         return claims
 
-    async def _key(self, issuer: str, kid: str | None) -> Any:
+    async def _key(self, issuer: str, kid: str | None, also_trusted: frozenset[str]) -> Any:
         if issuer == normalize(self._own.url):
             if kid not in (None, self._own.key.kid):
                 raise _bad("Unauthenticated: the OIDC token is signed by a key its issuer does not publish")
             return self._own.key.public
-        if issuer not in self.trusted:
+        if issuer not in self.trusted and issuer not in also_trusted:
             raise _bad(f"Unauthenticated: the OIDC token's issuer {issuer} is not trusted")
         keys = self._keys.get(issuer)
         if keys is None or (kid is not None and kid not in keys):

@@ -5,18 +5,18 @@ page starts strictly after it and the order holds across pages even while resour
 ``skip`` positions the first page only; later pages follow the cursor (the response still echoes
 ``skip`` as ``skipped``). The token also records the query it belongs to and when it was issued: a
 token older than three days restarts the query from the beginning, without an error, as documented.
+Tokens are sealed (``pagetoken``): a client can neither read nor edit them.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from .errors import invalid_argument
+from .errors import IAM_DOMAIN, invalid_argument
+from .inputs import whole_number
+from .pagetoken import PageTokens, query_digest
 
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 200  # larger requests are lowered to this (AIP-158), not refused
@@ -63,7 +63,7 @@ class Page(Generic[T]):
     total: int
     skipped: int
 
-    def envelope(self, key: str, render: Callable[[T], dict[str, Any]]) -> dict[str, Any]:
+    def envelope(self, key: str, render: Callable[[T], Mapping[str, Any]]) -> dict[str, Any]:
         """The document's list envelope: ``key``, ``nextPageToken`` (absent when last), ``totalCount``."""
         body: dict[str, Any] = {key: [render(item) for item in self.items]}
         if self.next_token:
@@ -71,19 +71,6 @@ class Page(Generic[T]):
         body["totalCount"] = str(self.total)
         body["skipped"] = self.skipped
         return body
-
-
-def _non_negative_int(query: Mapping[str, str], name: str) -> int | None:
-    raw = query.get(name)
-    if raw is None or raw == "":
-        return None
-    try:
-        value = int(raw)
-    except ValueError:
-        raise invalid_argument(name, f"{raw!r} is not a whole number") from None
-    if value < 0:
-        raise invalid_argument(name, "must not be negative")
-    return value
 
 
 def parse_order(text: str | None, attributes: frozenset[str]) -> Order:
@@ -101,35 +88,31 @@ def parse_order(text: str | None, attributes: frozenset[str]) -> Order:
     return Order(attribute, descending=direction == "desc")
 
 
-def parse(query: Mapping[str, str], attributes: frozenset[str]) -> PageRequest:
+PARAMETERS = frozenset({"page_size", "page_token", "order_by", "skip"})
+
+
+def parse(query: Mapping[str, str], attributes: frozenset[str], domain: str = IAM_DOMAIN) -> PageRequest:
     """The pagination parameters of a List request; INVALID_ARGUMENT when malformed."""
-    size = _non_negative_int(query, "page_size") or DEFAULT_PAGE_SIZE
+    size = whole_number(query, "page_size", domain) or DEFAULT_PAGE_SIZE
     return PageRequest(
         size=min(size, MAX_PAGE_SIZE),
         token=query.get("page_token") or None,
         order=parse_order(query.get("order_by"), attributes),
-        skip=_non_negative_int(query, "skip") or 0,
+        skip=whole_number(query, "skip", domain) or 0,
     )
 
 
-def _encode(payload: dict[str, Any]) -> str:
-    raw = json.dumps(payload, separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
-
-
-def _decode(token: str) -> dict[str, Any]:
-    try:
-        payload = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
-    except (binascii.Error, ValueError, UnicodeDecodeError):
-        raise invalid_argument("page_token", "not a page token from this API") from None
+def _cursor(payload: dict[str, Any], attribute_type: type) -> tuple[Any, str] | None:
+    key = payload.get("k")
     if (
-        not isinstance(payload, dict)
-        or not isinstance(payload.get("k"), list)
-        or len(payload["k"]) != 2
-        or not isinstance(payload.get("t"), int | float)
+        isinstance(key, list)
+        and len(key) == 2
+        and isinstance(key[1], str)
+        and type(key[0]) is attribute_type
+        and isinstance(payload.get("t"), int)
     ):
-        raise invalid_argument("page_token", "not a page token from this API")
-    return payload
+        return key[0], key[1]
+    return None
 
 
 def paginate(
@@ -138,6 +121,7 @@ def paginate(
     *,
     query_id: str,
     now: float,
+    tokens: PageTokens,
 ) -> Page[T]:
     """One page of ``items`` (already filtered) in ``request.order``.
 
@@ -151,19 +135,24 @@ def paginate(
     ordered = sorted(items, key=sort_key, reverse=order.descending)
     start = request.skip
     if request.token is not None:
-        payload = _decode(request.token)
-        if payload.get("q") != query_id or payload.get("o") != order.text:
+        payload = tokens.open(request.token)
+        if payload.get("q") != query_digest(query_id) or payload.get("o") != order.text:
             raise invalid_argument(
                 "page_token", "belongs to another query: keep the filters and order_by of the first page"
             )
-        if now - float(payload["t"]) <= TOKEN_VALIDITY:
-            cursor = tuple(payload["k"])
+        sample = type(sort_key(ordered[0])[0]) if ordered else None
+        cursor = _cursor(payload, sample) if sample is not None else None
+        if now - float(payload.get("t", 0)) <= TOKEN_VALIDITY and sample is not None:
+            if cursor is None:
+                raise invalid_argument("page_token", "not a page token from this API")
             start = _first_after(ordered, sort_key, cursor, order.descending)
         # else: expired, so the query restarts from the beginning, as the document says
     page = ordered[start : start + request.size]
     next_token = ""
     if page and start + len(page) < len(ordered):
-        next_token = _encode({"q": query_id, "o": order.text, "k": list(sort_key(page[-1])), "t": int(now)})
+        next_token = tokens.seal(
+            {"q": query_digest(query_id), "o": order.text, "k": list(sort_key(page[-1])), "t": int(now)}
+        )
     return Page(page, next_token, len(ordered), request.skip)
 
 

@@ -1,47 +1,60 @@
-"""The document's rules on resources, apart from HTTP: validation, PATCH semantics, delete guards.
+"""The document's rules on IAM resources, apart from HTTP: validation, PATCH, delete guards.
 
 Used by the API handlers and by Python callers (``tokenrelay dev``, tests, benchmarks) alike, so a
-resource made either way obeys the same rules.
+resource made either way obeys the same rules. Every validation collects all failing fields before
+refusing. Nothing that something else refers to disappears under it: a group with children, an
+identity or a role named by role bindings (or a role offered by invites) is refused with code 9,
+naming what still refers to it.
+
+Groups, identities, role bindings and repos live here; custom roles, identity providers, account
+associations, group invites and advisories in their own modules (``roles``, ``providers``,
+``associations``, ``invites``, ``advisories``), as functions over ``Resources``.
 """
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
-from .access import ROLES
-from .errors import NAME_PATTERN_RULE, already_exists, invalid_argument, not_empty, not_found
+from . import access
+from .errors import (
+    IAM_DOMAIN,
+    already_exists,
+    in_use,
+    not_empty,
+    not_found,
+)
+from .inputs import MAX_NAME, Fields
 from .model import (
     Group,
     Identity,
     Repo,
+    Role,
     RoleBinding,
+    is_within,
     new_child_uid,
     new_org_uid,
     parent_of,
     timestamp,
 )
+from .patching import Violations, merge
 from .store import Store
 
-NAME_PATTERN = re.compile(r"[a-z0-9 ._-]+")  # the document's ^[a-z0-9 ._-]{1,}$, matched in full
-GROUP_FIELDS = ("name", "description")  # the fields a PATCH may change; the rest are output only
+R = TypeVar("R")
+
+MAX_SUBJECT = 1024
+# Per kind: the fields a body may name (input and output forms), and those PATCH may change.
+GROUP_KNOWN = ("name", "description", "uid", "resourceLimits", "verified", "createTime", "updateTime")
+GROUP_UPDATABLE = ("name", "description")
+IDENTITY_KNOWN = ("name", "description", "claimMatch", "uid", "lastSeenTime", "createTime", "updateTime")
+IDENTITY_UPDATABLE = ("name", "description", "claimMatch", "claimMatch.issuer", "claimMatch.subject")
+BINDING_KNOWN = ("identityUid", "roleUid", "uid", "identity", "group", "role", "createTime", "updateTime")
+BINDING_UPDATABLE = ("roleUid",)
 
 
-def _name(value: Any) -> str:
-    if not isinstance(value, str) or NAME_PATTERN.fullmatch(value) is None:
-        raise invalid_argument("name", NAME_PATTERN_RULE)
-    return value
-
-
-def _text(body: Mapping[str, Any], field: str, required: bool = False) -> str:
-    value = body.get(field, "")
-    if not isinstance(value, str):
-        raise invalid_argument(field, "must be a string")
-    if required and not value:
-        raise invalid_argument(field, "required")
-    return value
+def org_of(uid: str) -> str:
+    return uid.partition("/")[0]
 
 
 class Resources:
@@ -49,135 +62,189 @@ class Resources:
         self.store = store
         self._wall = wall
 
-    def _now_ms(self) -> int:
+    def now_ms(self) -> int:
         return int(self._wall() * 1000)
 
-    def _new_uid(self, parent: str) -> str:
+    def new_uid(self, parent: str) -> str:
         while True:
             uid = new_child_uid(parent) if parent else new_org_uid()
             if not self.store.exists(uid):
                 return uid
 
+    def find(self, table: Mapping[str, R], label: str, uid: str) -> R:
+        record = table.get(uid)
+        if record is None:
+            raise not_found(f"Not found: {label} {uid}")
+        return record
+
+    def _children(self, table: Mapping[str, Any], group_uid: str) -> list[str]:
+        return sorted(uid for uid in table if parent_of(uid) == group_uid)
+
     # -- groups -----------------------------------------------------------------------------------
 
     def group(self, uid: str) -> Group:
-        group = self.store.groups.get(uid)
-        if group is None:
-            raise not_found(f"Not found: group {uid}")
-        return group
+        return self.find(self.store.groups, "group", uid)
+
+    def _group_fields(self, body: Mapping[str, Any], violations: Violations) -> tuple[str, str]:
+        fields = Fields(body, GROUP_KNOWN, IAM_DOMAIN, violations=violations)
+        name, description = fields.name(), fields.text("description")
+        fields.check()
+        return name, description
 
     def create_group(self, parent_uid: str, body: Mapping[str, Any]) -> Group:
         """A group under ``parent_uid``, or an organization when it is ""."""
         if parent_uid:
             self.group(parent_uid)
-        name = _name(body.get("name"))
-        description = _text(body, "description")
-        now = self._now_ms()
-        group = Group(self._new_uid(parent_uid), name, description, False, now, now)
+        name, description = self._group_fields(body, [])
+        now = self.now_ms()
+        group = Group(self.new_uid(parent_uid), name, description, False, now, now)
         self.store.put(group)
         return group
 
     def patch_group(self, uid: str, body: Mapping[str, Any], update_mask: str | None) -> Group:
-        """Rule 3: no mask changes the fields present. Rule 4: a mask changes exactly its fields,
-        clearing a listed field the body leaves out (AIP-134), and ignoring everything else."""
         group = self.group(uid)
-        if update_mask is None:
-            fields = [field for field in GROUP_FIELDS if field in body]
-        else:
-            fields = [part.strip() for part in update_mask.split(",") if part.strip()]
-            for field in fields:
-                if field not in GROUP_FIELDS:
-                    raise invalid_argument(
-                        "updateMask", f"{field!r} cannot be updated; updatable: {', '.join(GROUP_FIELDS)}"
-                    )
-        changes = {field: body.get(field, "") for field in fields}
-        if "name" in changes:
-            changes["name"] = _name(changes["name"])
-        if "description" in changes:
-            changes["description"] = _text(changes, "description")
-        if changes:
-            for field, value in changes.items():
-                setattr(group, field, value)
-            group.update_ms = self._now_ms()
+        current = {"name": group.name, "description": group.description}
+        merged, changed, violations = merge(current, body, update_mask, GROUP_UPDATABLE, GROUP_KNOWN)
+        name, description = self._group_fields(merged, violations)
+        if changed:
+            group.name, group.description, group.update_ms = name, description, self.now_ms()
             self.store.put(group)
         return group
 
     def delete_group(self, uid: str) -> None:
-        """Refused with FAILED_PRECONDITION while child groups, repos or identities exist; the
-        group's own role bindings go with it."""
+        """Refused with FAILED_PRECONDITION while anything lives in the group, role bindings included."""
         self.group(uid)
-        counts = {
-            "repos": sum(1 for r in self.store.repos if parent_of(r) == uid),
-            "groups": sum(1 for g in self.store.groups if parent_of(g) == uid),
-            "identities": sum(1 for i in self.store.identities if parent_of(i) == uid),
+        kinds: dict[str, Mapping[str, Any]] = {
+            "repos": self.store.repos,
+            "groups": self.store.groups,
+            "identities": self.store.identities,
+            "roleBindings": self.store.bindings,
+            "roles": self.store.roles,
+            "identityProviders": self.store.providers,
+            "accountAssociations": self.store.associations,
+            "groupInvites": self.store.invites,
         }
-        blocking = {kind: count for kind, count in counts.items() if count}
+        children = {kind: self._children(table, uid) for kind, table in kinds.items()}
+        blocking = {kind: uids for kind, uids in children.items() if uids}
         if blocking:
             raise not_empty(uid, blocking)
-        for binding in [b for b in self.store.bindings.values() if b.group == uid]:
-            self.store.remove(binding)
         self.store.remove(self.store.groups[uid])
 
     # -- identities -------------------------------------------------------------------------------
 
     def identity(self, uid: str) -> Identity:
-        identity = self.store.identities.get(uid)
-        if identity is None:
-            raise not_found(f"Not found: identity {uid}")
-        return identity
+        return self.find(self.store.identities, "identity", uid)
+
+    def _identity_fields(self, body: Mapping[str, Any], violations: Violations) -> tuple[str, str, str, str]:
+        fields = Fields(body, IDENTITY_KNOWN, IAM_DOMAIN, violations=violations)
+        name = fields.text("name", limit=MAX_NAME)
+        description = fields.text("description")
+        match = fields.nested("claimMatch", ("issuer", "subject"), required=True)
+        issuer = subject = ""
+        if match is not None:
+            issuer = match.url("issuer", "the URL of a token issuer")
+            subject = match.text("subject", required=True, limit=MAX_SUBJECT)
+        fields.check()
+        return name, description, issuer, subject
 
     def create_identity(self, group_uid: str, body: Mapping[str, Any]) -> Identity:
         self.group(group_uid)
-        claim_match = body.get("claimMatch")
-        if not isinstance(claim_match, Mapping):
-            raise invalid_argument("claimMatch", "required: an object with issuer and subject")
-        issuer = claim_match.get("issuer")
-        subject = claim_match.get("subject")
-        if not isinstance(issuer, str) or not issuer.startswith(("https://", "http://")):
-            raise invalid_argument("claimMatch.issuer", "required: the URL of a token issuer")
-        if not isinstance(subject, str) or not subject:
-            raise invalid_argument("claimMatch.subject", "required: the subject claim value")
-        now = self._now_ms()
-        identity = Identity(
-            self._new_uid(group_uid),
-            _text(body, "name"),
-            _text(body, "description"),
-            issuer,
-            subject,
-            now,
-            now,
-            now,
-        )
+        name, description, issuer, subject = self._identity_fields(body, [])
+        now = self.now_ms()
+        identity = Identity(self.new_uid(group_uid), name, description, issuer, subject, now, now, now)
         self.store.put(identity)
         return identity
 
-    def delete_identity(self, uid: str) -> None:
-        """The identity and every role binding naming it."""
+    def patch_identity(self, uid: str, body: Mapping[str, Any], update_mask: str | None) -> Identity:
         identity = self.identity(uid)
-        for binding in list(self.store.bindings_of(uid)):
-            self.store.remove(binding)
+        current = {
+            "name": identity.name,
+            "description": identity.description,
+            "claimMatch": {"issuer": identity.issuer, "subject": identity.subject},
+        }
+        merged, changed, violations = merge(current, body, update_mask, IDENTITY_UPDATABLE, IDENTITY_KNOWN)
+        name, description, issuer, subject = self._identity_fields(merged, violations)
+        if changed:
+            identity.name, identity.description = name, description
+            identity.issuer, identity.subject = issuer, subject
+            identity.update_ms = self.now_ms()
+            self.store.put(identity)
+        return identity
+
+    def delete_identity(self, uid: str) -> None:
+        """Refused with FAILED_PRECONDITION while role bindings name the identity."""
+        identity = self.identity(uid)
+        bindings = sorted(b.uid for b in self.store.bindings_of(uid))
+        if bindings:
+            raise in_use("identity", uid, {"roleBindings": bindings})
         self.store.remove(identity)
+
+    # -- roles ------------------------------------------------------------------------------------
+
+    def role(self, uid: str) -> Role:
+        found = access.role(self.store, uid)
+        if found is None:
+            raise not_found(f"Not found: role {uid}")
+        return found
+
+    def check_role_usable(self, role_uid: str, group_uid: str, field: str, violations: Violations) -> None:
+        """A custom role is usable in the group that defines it and below; built-ins everywhere."""
+        role = access.role(self.store, role_uid)
+        if role is not None and not role.builtin and not is_within(group_uid, parent_of(role.uid)):
+            violations.append(
+                (field, f"role {role_uid} is defined in group {parent_of(role.uid)}: bind it there or below")
+            )
 
     # -- role bindings ----------------------------------------------------------------------------
 
     def binding(self, uid: str) -> RoleBinding:
-        binding = self.store.bindings.get(uid)
-        if binding is None:
-            raise not_found(f"Not found: role binding {uid}")
-        return binding
+        return self.find(self.store.bindings, "role binding", uid)
 
     def create_binding(self, group_uid: str, body: Mapping[str, Any]) -> RoleBinding:
+        """A binding of an identity of the group's own organization (others join through invites)."""
         self.group(group_uid)
-        identity_uid = _text(body, "identityUid", required=True)
-        role_uid = _text(body, "roleUid", required=True)
-        self.identity(identity_uid)
-        if role_uid not in ROLES:
-            raise not_found(f"Not found: role {role_uid}")
+        fields = Fields(body, BINDING_KNOWN, IAM_DOMAIN)
+        identity_uid = fields.text("identityUid", required=True, limit=MAX_SUBJECT)
+        role_uid = fields.text("roleUid", required=True, limit=MAX_SUBJECT)
+        fields.check()
+        identity = self.identity(identity_uid)
+        self.role(role_uid)
+        if org_of(identity.uid) != org_of(group_uid):
+            fields.add(
+                "identityUid",
+                f"identity {identity_uid} belongs to another organization: invite it with a group invite",
+            )
+        self.check_role_usable(role_uid, group_uid, "roleUid", fields.violations)
+        fields.check()
+        return self.bind(group_uid, identity_uid, role_uid)
+
+    def bind(self, group_uid: str, identity_uid: str, role_uid: str) -> RoleBinding:
         for existing in self.store.bindings_of(identity_uid):
             if existing.group == group_uid and existing.role == role_uid:
                 raise already_exists(f"Already exists: role binding {existing.uid}")
-        binding = RoleBinding(self._new_uid(group_uid), identity_uid, role_uid, self._now_ms())
+        now = self.now_ms()
+        binding = RoleBinding(self.new_uid(group_uid), identity_uid, role_uid, now, now)
         self.store.put(binding)
+        return binding
+
+    def patch_binding(self, uid: str, body: Mapping[str, Any], update_mask: str | None) -> RoleBinding:
+        """Only the role changes; the identity and the group are what the binding is."""
+        binding = self.binding(uid)
+        merged, changed, violations = merge(
+            {"roleUid": binding.role}, body, update_mask, BINDING_UPDATABLE, BINDING_KNOWN
+        )
+        fields = Fields(merged, BINDING_KNOWN, IAM_DOMAIN, violations=violations)
+        role_uid = fields.text("roleUid", required=True, limit=MAX_SUBJECT)
+        fields.check()
+        self.role(role_uid)
+        self.check_role_usable(role_uid, binding.group, "roleUid", fields.violations)
+        fields.check()
+        if changed and role_uid != binding.role:
+            for existing in self.store.bindings_of(binding.identity):
+                if existing.group == binding.group and existing.role == role_uid:
+                    raise already_exists(f"Already exists: role binding {existing.uid}")
+            binding.role, binding.update_ms = role_uid, self.now_ms()
+            self.store.put(binding)
         return binding
 
     def delete_binding(self, uid: str) -> None:
@@ -189,21 +256,19 @@ class Resources:
             "uid": binding.uid,
             "identity": self.store.identities[binding.identity].ref(),
             "group": self.store.groups[binding.group].ref(),
-            "role": ROLES[binding.role].ref(),
+            "role": self.role(binding.role).ref(),
             "createTime": timestamp(binding.create_ms),
+            "updateTime": timestamp(binding.update_ms or binding.create_ms),
         }
 
     # -- repos ------------------------------------------------------------------------------------
 
     def repo(self, uid: str) -> Repo:
-        repo = self.store.repos.get(uid)
-        if repo is None:
-            raise not_found(f"Not found: repo {uid}")
-        return repo
+        return self.find(self.store.repos, "repo", uid)
 
     def create_repo(self, group_uid: str, name: str) -> Repo:
         """Repos have no create endpoint upstream: seed data, tests and ``tokenrelay dev`` use this."""
         self.group(group_uid)
-        repo = Repo(self._new_uid(group_uid), name, self._now_ms())
+        repo = Repo(self.new_uid(group_uid), name, self.now_ms())
         self.store.put(repo)
         return repo

@@ -3,7 +3,8 @@ identities to try the API with.
 
 Idempotent: an organization named ``acme`` already in the state is reused, not duplicated. The
 identities match this emulator's issuer and the subjects ``seed-owner`` and ``seed-viewer``, so
-``tokenrelay emulate mint --sub seed-owner`` gives a token that the token service accepts.
+``tokenrelay emulate mint --sub seed-owner`` gives a token that the token service accepts. The repo
+``hello`` gets two advisories.
 """
 
 from __future__ import annotations
@@ -22,6 +23,26 @@ LAYOUT = {
     "apps": ["web", "api"],
     "apps/staging": [],
 }
+
+
+ADVISORIES: list[dict[str, object]] = [
+    {
+        "vulnerabilityId": "CVE-2026-0001",
+        "aliases": ["GHSA-aaaa-bbbb-cccc"],
+        "package": "openssl",
+        "severity": "HIGH",
+        "status": "FIXED",
+        "fixedVersion": "3.4.1-r0",
+        "summary": "example advisory from --seed",
+    },
+    {
+        "vulnerabilityId": "CVE-2026-0002",
+        "package": "busybox",
+        "severity": "LOW",
+        "status": "UNDER_INVESTIGATION",
+        "summary": "example advisory from --seed",
+    },
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +72,8 @@ def seed(emulator: Emulator) -> Seeded:
             emulator.repo(group.uid, repo)
     hello = emulator.repo(org.uid, "hello")
     emulator.registry.push(hello, "latest", tiny_image({"hello.txt": b"hello from the emulator\n"}))
+    for fields in ADVISORIES:
+        emulator.advisory(hello.uid, fields)
     identities = {
         role: emulator.workload(org.uid, subject, role=role, name=f"seed {role}").identity
         for role, subject in SUBJECTS.items()

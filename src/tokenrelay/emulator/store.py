@@ -13,7 +13,19 @@ import sqlite3
 from collections.abc import Iterator
 from typing import Any
 
-from .model import RECORD_TYPES, Group, Identity, Record, Repo, RoleBinding
+from .model import (
+    RECORD_TYPES,
+    AccountAssociation,
+    Advisory,
+    Group,
+    GroupInvite,
+    Identity,
+    IdentityProvider,
+    Record,
+    Repo,
+    Role,
+    RoleBinding,
+)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS resources (
@@ -32,6 +44,22 @@ class Store:
         self.identities: dict[str, Identity] = {}
         self.bindings: dict[str, RoleBinding] = {}
         self.repos: dict[str, Repo] = {}
+        self.roles: dict[str, Role] = {}  # custom roles only; the built-in ones live in access.ROLES
+        self.providers: dict[str, IdentityProvider] = {}
+        self.associations: dict[str, AccountAssociation] = {}
+        self.invites: dict[str, GroupInvite] = {}
+        self.advisories: dict[str, Advisory] = {}
+        self._tables: dict[str, dict[str, Any]] = {
+            Group.KIND: self.groups,
+            Identity.KIND: self.identities,
+            RoleBinding.KIND: self.bindings,
+            Repo.KIND: self.repos,
+            Role.KIND: self.roles,
+            IdentityProvider.KIND: self.providers,
+            AccountAssociation.KIND: self.associations,
+            GroupInvite.KIND: self.invites,
+            Advisory.KIND: self.advisories,
+        }
         self._keys: dict[str, bytes] = {}
         # identity uid -> its bindings' uids: every API request checks access through this
         self._bindings_of: dict[str, set[str]] = {}
@@ -44,19 +72,16 @@ class Store:
             self._load(self._db)
 
     def _table(self, kind: str) -> dict[str, Any]:
-        tables: dict[str, dict[str, Any]] = {
-            Group.KIND: self.groups,
-            Identity.KIND: self.identities,
-            RoleBinding.KIND: self.bindings,
-            Repo.KIND: self.repos,
-        }
-        return tables[kind]
+        return self._tables[kind]
 
     def _load(self, db: sqlite3.Connection) -> None:
         for kind, body in db.execute("SELECT kind, body FROM resources"):
             cls = RECORD_TYPES.get(kind)
             if cls is not None:
-                self._remember(cls(**json.loads(body)))
+                record = cls(**json.loads(body))
+                if isinstance(record, Role):
+                    record.permissions = tuple(record.permissions)
+                self._remember(record)
         self._keys = {name: bytes(pem) for name, pem in db.execute("SELECT name, pem FROM keys")}
 
     def _remember(self, record: Record) -> None:
@@ -66,7 +91,7 @@ class Store:
 
     def exists(self, uid: str) -> bool:
         """True when any resource has this uid (uids are unique across kinds)."""
-        return any(uid in table for table in (self.groups, self.identities, self.bindings, self.repos))
+        return any(uid in table for table in self._tables.values())
 
     def put(self, record: Record) -> None:
         """Add or replace a record."""

@@ -1,10 +1,13 @@
 """The token service: ``/sts/exchange`` trades a platform OIDC token for an API token.
 
 Checks, in this order, each with its documented code: the fields are present (3 INVALID_ARGUMENT),
-the OIDC token verifies — issuer trusted, signature, ``exp`` — (16 UNAUTHENTICATED), the identity
-exists (5 NOT_FOUND), and its ``claimMatch`` names the token's ``iss`` and ``sub`` (7
-PERMISSION_DENIED). The API token is an ES256 JWT with ``iss``, ``sub`` (the identity's uid),
-``aud``, ``iat`` and ``exp``; the API accepts only tokens signed by this service's own key.
+the OIDC token verifies — issuer trusted (the emulator's own, ``--trust-issuer``, or an identity
+provider of the identity's group or above), signature, ``exp`` — and is meant for this token service
+(its ``aud`` names the emulator's URL) (16 UNAUTHENTICATED), the identity exists (5 NOT_FOUND), and its
+``claimMatch`` names the token's ``iss`` and ``sub`` (7 PERMISSION_DENIED). Each claim refusal names
+the claim, in the message and in the ErrorInfo's ``metadata.claim``. The API token is an ES256 JWT
+with ``iss``, ``sub`` (the identity's uid), ``aud``, ``iat`` and ``exp``; the API accepts only tokens
+signed by this service's own key, for an identity that still exists.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from typing import Any
 import jwt
 from cachetools import TTLCache
 
-from .errors import STS_DOMAIN, invalid_argument, not_found, permission_denied, unauthenticated
+from .errors import STS_DOMAIN, invalid_arguments, not_found, permission_denied, unauthenticated
 from .issuer import SigningKey
 from .oidc import OidcVerifier, normalize
 from .store import Store
@@ -35,6 +38,8 @@ class TokenService:
         verifier: OidcVerifier,
         base_url: Callable[[], str],
         *,
+        audiences: Callable[[], frozenset[str]] = frozenset,
+        trusted_for: Callable[[str], frozenset[str]] = lambda identity_uid: frozenset(),
         lifetime: float = 3600.0,
         wall: Callable[[], float] = time.time,
     ) -> None:
@@ -42,6 +47,8 @@ class TokenService:
         self.key = key
         self._verifier = verifier
         self._base_url = base_url
+        self._audiences = audiences
+        self._trusted_for = trusted_for
         self.lifetime = lifetime
         self._wall = wall
         # A verified API token's (sub, aud, exp): a busy client presents the same token many times
@@ -54,26 +61,47 @@ class TokenService:
 
     async def exchange(self, bearer: str | None, audience: str | None, identity_uid: str | None) -> str:
         """An API token for ``identity_uid`` and ``audience``; raises ApiError."""
-        for name, value in (("aud", audience), ("identity", identity_uid)):
-            if not value:
-                raise invalid_argument(name, "required", STS_DOMAIN)
-        assert audience is not None
-        assert identity_uid is not None
+        missing = [
+            (name, "required") for name, value in (("aud", audience), ("identity", identity_uid)) if not value
+        ]
+        if missing or audience is None or identity_uid is None:
+            raise invalid_arguments(missing, STS_DOMAIN)
         if not bearer:
             raise unauthenticated(
                 "Unauthenticated: send the OIDC token as Authorization: Bearer <token>", STS_DOMAIN
             )
-        claims = await self._verifier.verify(bearer)
+        claims = await self._verifier.verify(bearer, self._trusted_for(identity_uid))
+        self._check_audience(claims.get("aud"))
         identity = self._store.identities.get(identity_uid)
         if identity is None:
             raise not_found(f"Not found: identity {identity_uid}", STS_DOMAIN)
-        if normalize(identity.issuer) != normalize(claims["iss"]) or identity.subject != claims["sub"]:
+        if normalize(identity.issuer) != normalize(str(claims["iss"])):
             raise permission_denied(
-                f"Permission denied: the OIDC token's issuer and subject do not match the claimMatch "
+                f"Permission denied: the OIDC token's iss claim {claims['iss']} is not the claimMatch.issuer "
                 f"of identity {identity_uid}",
                 STS_DOMAIN,
+                claim="iss",
+            )
+        if identity.subject != claims["sub"]:
+            raise permission_denied(
+                f"Permission denied: the OIDC token's sub claim is not the claimMatch.subject of identity "
+                f"{identity_uid}",
+                STS_DOMAIN,
+                claim="sub",
             )
         return self.mint(identity_uid, audience)
+
+    def _check_audience(self, aud: Any) -> None:
+        """The OIDC token must name this token service (the emulator's URL) in ``aud``."""
+        expected = self._audiences()
+        named = [aud] if isinstance(aud, str) else aud if isinstance(aud, list) else []
+        if any(isinstance(a, str) and normalize(a) in expected for a in named):
+            return
+        shown = ", ".join(sorted(expected)) or "(none)"
+        what = "has no aud claim" if not named else "has an aud claim that does not name this token service"
+        raise unauthenticated(
+            f"Unauthenticated: the OIDC token {what}; expected audience: {shown}", STS_DOMAIN, claim="aud"
+        )
 
     def mint(self, identity_uid: str, audience: str, lifetime: float | None = None) -> str:
         now = int(self._wall())
@@ -100,6 +128,8 @@ class TokenService:
             raise unauthenticated("Unauthenticated: the API token has expired")
         if normalize(aud) not in audiences:
             raise unauthenticated(f"Unauthenticated: the API token is for audience {aud}, not this API")
+        if sub not in self._store.identities:
+            raise unauthenticated(f"Unauthenticated: the API token's identity {sub} no longer exists")
         return sub
 
     def _verify_signature(self, token: str) -> tuple[str, str, float]:
@@ -116,11 +146,19 @@ class TokenService:
                     "require": ["iss", "sub", "aud", "exp"],
                 },
             )
-        except jwt.PyJWTError:
+        except (jwt.PyJWTError, ValueError, TypeError):
             raise unauthenticated(
                 "Unauthenticated: the API token is not one this token service issued"
             ) from None
         sub, aud, exp = claims["sub"], claims["aud"], claims["exp"]
-        if not isinstance(sub, str) or not isinstance(aud, str) or not isinstance(exp, int | float):
+        if (
+            not isinstance(sub, str)
+            or not isinstance(aud, str)
+            or not isinstance(exp, int | float)
+            or isinstance(exp, bool)
+        ):
             raise unauthenticated("Unauthenticated: the API token is malformed")
-        return sub, aud, float(exp)
+        try:
+            return sub, aud, float(exp)
+        except OverflowError:
+            raise unauthenticated("Unauthenticated: the API token is malformed") from None
