@@ -160,7 +160,7 @@ async def test_a_claim_match_mismatch_gives_the_exact_values(
     report = await doctor(platform.argv(), environ)
     check = finding(report, "service.exchange.0")
     assert check.outcome is Outcome.FAILED
-    assert "do not match the claimMatch" in check.message  # the emulator's own words
+    assert "sub claim is not the claimMatch.subject" in check.message  # the emulator's own words
     assert "sub=system:serviceaccount:team:other" in check.message
     assert check.fix is not None
     assert f'{{"issuer": "{platform.url}", "subject": "system:serviceaccount:team:other"}}' in check.fix
