@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 import socket
+import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 import aiohttp
 from aiohttp import web
@@ -23,12 +27,16 @@ from ..loopback import is_loopback
 from . import api
 from .access import ROLE_BY_NAME
 from .errors import STS_DOMAIN, ApiError, invalid_argument, permission_denied
+from .grpcapi.listener import DualSockSite
 from .issuer import DISCOVERY_PATH, JWKS_PATH, Issuer, SigningKey
 from .model import Group, Identity, Repo, RoleBinding
 from .oidc import OidcVerifier, normalize
 from .resources import Resources
 from .store import Store
 from .sts import STS_PATH, TokenService
+
+if TYPE_CHECKING:
+    from .grpcapi.server import GrpcFront
 
 log = logging.getLogger("tokenrelay.emulator")
 
@@ -217,11 +225,16 @@ async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
 class EmulatorServer:
     """The emulator on a TCP port; ``port=0`` picks a free one. Also an async context manager."""
 
-    def __init__(self, emulator: Emulator, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self, emulator: Emulator, host: str = "127.0.0.1", port: int = 0, *, grpc: bool = True
+    ) -> None:
         self.emulator = emulator
         self._host = host
         self._port = port
+        self._grpc = grpc
         self._runner: web.AppRunner | None = None
+        self._grpc_front: GrpcFront | None = None
+        self._grpc_dir: str | None = None
 
     @property
     def url(self) -> str:
@@ -234,13 +247,32 @@ class EmulatorServer:
         self.emulator.base_url = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
         self._runner = web.AppRunner(self.emulator.app(), access_log=None, handle_signals=False)
         await self._runner.setup()
-        await web.SockSite(self._runner, sock).start()
-        log.info("emulator listening", extra={"url": self.emulator.base_url})
+        if self._grpc:
+            await DualSockSite(self._runner, sock, await self._start_grpc()).start()
+        else:
+            await web.SockSite(self._runner, sock).start()
+        log.info("emulator listening", extra={"url": self.emulator.base_url, "grpc": self._grpc})
+
+    async def _start_grpc(self) -> str:
+        """Start the gRPC server on a private Unix socket; its path, for the listener to splice to."""
+        from .grpcapi.server import GrpcFront  # grpcio: loaded only when an emulator serves
+
+        self._grpc_dir = tempfile.mkdtemp(prefix="tokenrelay-grpc-")
+        path = str(Path(self._grpc_dir) / "grpc.sock")
+        self._grpc_front = GrpcFront(lambda: self.emulator.base_url)
+        await self._grpc_front.start("unix:" + path)
+        return path
 
     async def stop(self) -> None:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+        if self._grpc_front is not None:
+            await self._grpc_front.stop()
+            self._grpc_front = None
+        if self._grpc_dir is not None:
+            shutil.rmtree(self._grpc_dir, ignore_errors=True)
+            self._grpc_dir = None
 
     async def __aenter__(self) -> EmulatorServer:
         await self.start()
