@@ -271,6 +271,8 @@ async def test_grpcurl_lists_describes_and_calls_through_reflection(world: World
     assert json.loads(called.stdout)["groups"][0]["name"] == "acme"
     refused = await loop.run_in_executor(None, run, target, "iam.v2beta1.Groups/ListGroups")
     assert refused.returncode != 0 and "Unauthenticated" in refused.stdout + refused.stderr
+    # grpcurl decodes the typed details through reflection, as it would the real API's
+    assert '"reason":"UNAUTHENTICATED"' in refused.stdout + refused.stderr
     assert token not in listed.stdout + described.stdout + refused.stdout + refused.stderr
 
 

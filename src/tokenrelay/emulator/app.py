@@ -9,13 +9,10 @@ from __future__ import annotations
 
 import json
 import logging
-import shutil
 import socket
-import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
 
@@ -36,7 +33,7 @@ from .store import Store
 from .sts import STS_PATH, TokenService
 
 if TYPE_CHECKING:
-    from .grpcapi.server import GrpcFront
+    from .grpcapi.h2server import Http2Service
 
 log = logging.getLogger("tokenrelay.emulator")
 
@@ -233,8 +230,7 @@ class EmulatorServer:
         self._port = port
         self._grpc = grpc
         self._runner: web.AppRunner | None = None
-        self._grpc_front: GrpcFront | None = None
-        self._grpc_dir: str | None = None
+        self._http2: Http2Service | None = None
 
     @property
     def url(self) -> str:
@@ -248,31 +244,22 @@ class EmulatorServer:
         self._runner = web.AppRunner(self.emulator.app(), access_log=None, handle_signals=False)
         await self._runner.setup()
         if self._grpc:
-            await DualSockSite(self._runner, sock, await self._start_grpc()).start()
+            # h2 and protobuf: loaded only when an emulator serves, never by tokenrelay run
+            from .grpcapi.h2server import Http2Service
+
+            self._http2 = Http2Service(lambda: self.emulator.base_url)
+            await DualSockSite(self._runner, sock, self._http2.protocol).start()
         else:
             await web.SockSite(self._runner, sock).start()
         log.info("emulator listening", extra={"url": self.emulator.base_url, "grpc": self._grpc})
-
-    async def _start_grpc(self) -> str:
-        """Start the gRPC server on a private Unix socket; its path, for the listener to splice to."""
-        from .grpcapi.server import GrpcFront  # grpcio: loaded only when an emulator serves
-
-        self._grpc_dir = tempfile.mkdtemp(prefix="tokenrelay-grpc-")
-        path = str(Path(self._grpc_dir) / "grpc.sock")
-        self._grpc_front = GrpcFront(lambda: self.emulator.base_url)
-        await self._grpc_front.start("unix:" + path)
-        return path
 
     async def stop(self) -> None:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
-        if self._grpc_front is not None:
-            await self._grpc_front.stop()
-            self._grpc_front = None
-        if self._grpc_dir is not None:
-            shutil.rmtree(self._grpc_dir, ignore_errors=True)
-            self._grpc_dir = None
+        if self._http2 is not None:
+            await self._http2.close()
+            self._http2 = None
 
     async def __aenter__(self) -> EmulatorServer:
         await self.start()
