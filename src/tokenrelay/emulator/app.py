@@ -14,6 +14,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 import aiohttp
 from aiohttp import web
@@ -24,6 +25,7 @@ from . import api, providers
 from .access import ROLE_BY_NAME
 from .advisories import create_advisory
 from .errors import STS_DOMAIN, ApiError, invalid_argument, invalid_arguments, permission_denied, routing
+from .grpcapi.listener import DualSockSite
 from .inputs import MAX_BODY, MAX_QUERY_VALUE, Fields, check_query, json_body
 from .issuer import DISCOVERY_PATH, JWKS_PATH, Issuer, SigningKey
 from .model import Advisory, Group, Identity, Repo, RoleBinding
@@ -34,6 +36,9 @@ from .registry import add_routes as add_registry_routes
 from .resources import Resources
 from .store import Store
 from .sts import STS_PATH, TokenService
+
+if TYPE_CHECKING:
+    from .grpcapi.h2server import Http2Service
 
 log = logging.getLogger("tokenrelay.emulator")
 
@@ -292,11 +297,15 @@ def _routing_error(request: web.Request, exc: web.HTTPException) -> ApiError:
 class EmulatorServer:
     """The emulator on a TCP port; ``port=0`` picks a free one. Also an async context manager."""
 
-    def __init__(self, emulator: Emulator, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self, emulator: Emulator, host: str = "127.0.0.1", port: int = 0, *, grpc: bool = True
+    ) -> None:
         self.emulator = emulator
         self._host = host
         self._port = port
+        self._grpc = grpc
         self._runner: web.AppRunner | None = None
+        self._http2: Http2Service | None = None
 
     @property
     def url(self) -> str:
@@ -309,13 +318,23 @@ class EmulatorServer:
         self.emulator.base_url = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
         self._runner = web.AppRunner(self.emulator.app(), access_log=None, handle_signals=False)
         await self._runner.setup()
-        await web.SockSite(self._runner, sock).start()
-        log.info("emulator listening", extra={"url": self.emulator.base_url})
+        if self._grpc:
+            # h2 and protobuf: loaded only when an emulator serves, never by tokenrelay run
+            from .grpcapi.h2server import Http2Service
+
+            self._http2 = Http2Service(lambda: self.emulator.base_url)
+            await DualSockSite(self._runner, sock, self._http2.protocol).start()
+        else:
+            await web.SockSite(self._runner, sock).start()
+        log.info("emulator listening", extra={"url": self.emulator.base_url, "grpc": self._grpc})
 
     async def stop(self) -> None:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+        if self._http2 is not None:
+            await self._http2.close()
+            self._http2 = None
 
     async def __aenter__(self) -> EmulatorServer:
         await self.start()

@@ -1,0 +1,107 @@
+"""HTTP/2 on the emulator's port for what is not gRPC: the same JSON API an HTTP/1.1 client gets."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+
+import grpc
+import h2.config
+import h2.connection
+import h2.events
+import httpx
+import pytest
+
+from tokenrelay.emulator.grpcapi import iam_pb2
+
+from .conftest import World
+
+
+async def test_httpx_over_http2_reads_and_writes_the_json_api(world: World) -> None:
+    """GET and POST over h2c (prior knowledge) answer what HTTP/1.1 answers, on the same store."""
+    headers = {"Authorization": f"Bearer {world.tokens['owner']}"}
+    async with httpx.AsyncClient(http1=False, http2=True, base_url=world.url, headers=headers) as client:
+        made = await client.post(f"/iam/v2beta1/groups/{world.org.uid}", json={"name": "over h2"})
+        assert made.http_version == "HTTP/2" and made.status_code == 200, made.text
+        listed = await client.get("/iam/v2beta1/groups", params={"name": "over h2"})
+        refused = await client.post(f"/iam/v2beta1/groups/{world.org.uid}", json={"name": "NO"})
+    status, body = await world.call("GET", "/iam/v2beta1/groups?name=over%20h2")
+    assert status == 200 and listed.json() == body
+    assert [g["uid"] for g in body["groups"]] == [made.json()["uid"]]
+    assert refused.status_code == 400 and refused.json()["code"] == 3
+
+
+async def test_an_answer_larger_than_the_flow_control_window_arrives_whole(world: World) -> None:
+    """A 100 KB list (over HTTP/2's 64 KiB initial window) comes through complete and parseable."""
+    for n in range(250):
+        world.emulator.resources.create_group(world.org.uid, {"name": f"g{n:03}", "description": "d" * 300})
+    headers = {"Authorization": f"Bearer {world.tokens['viewer']}"}
+    async with httpx.AsyncClient(http1=False, http2=True, base_url=world.url, headers=headers) as client:
+        answer = await client.get("/iam/v2beta1/groups", params={"page_size": "200"})
+    assert len(answer.content) > 65_535
+    assert len(answer.json()["groups"]) == 200
+
+
+@pytest.mark.e2e
+async def test_curl_with_http2_prior_knowledge(world: World) -> None:
+    """The real curl --http2-prior-knowledge gets the discovery document and an AIP-193 refusal."""
+
+    def curl(*args: str) -> subprocess.CompletedProcess[str]:
+        command = ["curl", "-s", "--http2-prior-knowledge", "-w", "\\n%{http_version} %{http_code}", *args]
+        return subprocess.run(command, capture_output=True, text=True, timeout=30, check=False)
+
+    loop = asyncio.get_running_loop()
+    discovery = await loop.run_in_executor(None, curl, world.url + "/.well-known/openid-configuration")
+    refused = await loop.run_in_executor(None, curl, world.url + "/iam/v2beta1/groups")
+    assert discovery.stdout.endswith("\n2 200") and '"issuer"' in discovery.stdout
+    assert refused.stdout.endswith("\n2 401") and '"code": 16' in refused.stdout
+
+
+async def test_connect_is_refused(world: World) -> None:
+    """An HTTP/2 CONNECT (the tunnel method) is answered 405: the emulator is not a relay."""
+    host, port = world.url.removeprefix("http://").split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+    conn.initiate_connection()
+    conn.send_headers(1, [(":method", "CONNECT"), (":authority", "example.com:443")], end_stream=True)
+    writer.write(conn.data_to_send())
+    status = None
+    while status is None:
+        data = await asyncio.wait_for(reader.read(65536), 10)
+        assert data, "the emulator closed the connection without an answer"
+        for event in conn.receive_data(data):
+            if isinstance(event, h2.events.ResponseReceived):
+                status = dict(event.headers)[b":status"]
+        writer.write(conn.data_to_send())
+    writer.close()
+    assert status == b"405"
+
+
+async def test_gzip_compressed_grpc_messages_are_understood(world: World) -> None:
+    """A client that gzips its messages (grpcio's channel compression) is served like any other."""
+    async with grpc.aio.insecure_channel(
+        world.url.removeprefix("http://"), compression=grpc.Compression.Gzip
+    ) as channel:
+        create = channel.unary_unary(
+            "/iam.v2beta1.Groups/CreateGroup",
+            request_serializer=iam_pb2.CreateGroupRequest.SerializeToString,
+            response_deserializer=iam_pb2.Group.FromString,
+        )
+        request = iam_pb2.CreateGroupRequest(
+            parent=world.org.uid, group=iam_pb2.Group(name="zipped", description="z" * 4000)
+        )
+        metadata = (("authorization", f"Bearer {world.tokens['owner']}"),)
+        made = await create(request, metadata=metadata, timeout=10)
+    assert made.description == "z" * 4000
+
+
+async def test_an_unknown_grpc_method_is_unimplemented(world: World) -> None:
+    """A method no service has answers UNIMPLEMENTED naming it."""
+    async with grpc.aio.insecure_channel(world.url.removeprefix("http://")) as channel:
+        call: grpc.aio.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(
+            "/iam.v2beta1.Groups/Frobnicate"
+        )
+        with pytest.raises(grpc.aio.AioRpcError) as raised:
+            await call(b"", timeout=10)
+    assert raised.value.code() == grpc.StatusCode.UNIMPLEMENTED
+    assert "/iam.v2beta1.Groups/Frobnicate" in (raised.value.details() or "")
