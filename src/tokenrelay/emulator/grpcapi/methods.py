@@ -18,11 +18,11 @@ from google.protobuf.message import DecodeError, Message
 from google.rpc import status_pb2
 
 from ..errors import IAM_DOMAIN
-from . import iam_pb2, registry_pb2
+from . import iam_pb2, registry_pb2, vulnerabilities_pb2
 from .routes import Route, route_for
 from .transcode import MissingField, from_http, invalid_argument, to_http
 
-FILES = (iam_pb2.DESCRIPTOR, registry_pb2.DESCRIPTOR)
+FILES = (iam_pb2.DESCRIPTOR, registry_pb2.DESCRIPTOR, vulnerabilities_pb2.DESCRIPTOR)
 DEFAULT_TIMEOUT = 30.0
 
 

@@ -26,7 +26,7 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from tokenrelay.emulator.grpcapi import iam_pb2 as tokenrelay_dot_emulator_dot_grpcapi_dot_iam__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n*tokenrelay/emulator/grpcapi/registry.proto\x12\x10registry.v2beta1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a%tokenrelay/emulator/grpcapi/iam.proto\"R\n\x04Repo\x12\x0b\n\x03uid\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12/\n\x0b\x63reate_time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"z\n\x10ListReposRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\x12\x10\n\x08order_by\x18\x03 \x01(\t\x12\x0c\n\x04skip\x18\x04 \x01(\x05\x12\x1f\n\x04uidp\x18\x05 \x01(\x0b\x32\x11.iam.v2beta1.Uidp\"y\n\x11ListReposResponse\x12%\n\x05repos\x18\x01 \x03(\x0b\x32\x16.registry.v2beta1.Repo\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\x12\x13\n\x0btotal_count\x18\x03 \x01(\x03\x12\x0f\n\x07skipped\x18\x04 \x01(\x05\"\x1d\n\x0eGetRepoRequest\x12\x0b\n\x03uid\x18\x01 \x01(\t2\xa2\x01\n\x05Repos\x12T\n\tListRepos\x12\".registry.v2beta1.ListReposRequest\x1a#.registry.v2beta1.ListReposResponse\x12\x43\n\x07GetRepo\x12 .registry.v2beta1.GetRepoRequest\x1a\x16.registry.v2beta1.Repob\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n*tokenrelay/emulator/grpcapi/registry.proto\x12\x10registry.v2beta1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a%tokenrelay/emulator/grpcapi/iam.proto\"R\n\x04Repo\x12\x0b\n\x03uid\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12/\n\x0b\x63reate_time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x88\x01\n\x10ListReposRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\x12\x10\n\x08order_by\x18\x03 \x01(\t\x12\x0c\n\x04skip\x18\x04 \x01(\x05\x12\x1f\n\x04uidp\x18\x05 \x01(\x0b\x32\x11.iam.v2beta1.Uidp\x12\x0c\n\x04name\x18\x06 \x01(\t\"y\n\x11ListReposResponse\x12%\n\x05repos\x18\x01 \x03(\x0b\x32\x16.registry.v2beta1.Repo\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\x12\x13\n\x0btotal_count\x18\x03 \x01(\x03\x12\x0f\n\x07skipped\x18\x04 \x01(\x05\"\x1d\n\x0eGetRepoRequest\x12\x0b\n\x03uid\x18\x01 \x01(\t\"\xb4\x01\n\x03Tag\x12\x0b\n\x03uid\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0e\n\x06\x64igest\x18\x03 \x01(\t\x12\x12\n\nmedia_type\x18\x04 \x01(\t\x12\x0c\n\x04size\x18\x05 \x01(\x03\x12/\n\x0b\x63reate_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bupdate_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x87\x01\n\x0fListTagsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\x12\x10\n\x08order_by\x18\x03 \x01(\t\x12\x0c\n\x04skip\x18\x04 \x01(\x05\x12\x1f\n\x04uidp\x18\x05 \x01(\x0b\x32\x11.iam.v2beta1.Uidp\x12\x0c\n\x04name\x18\x06 \x01(\t\"v\n\x10ListTagsResponse\x12#\n\x04tags\x18\x01 \x03(\x0b\x32\x15.registry.v2beta1.Tag\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\x12\x13\n\x0btotal_count\x18\x03 \x01(\x03\x12\x0f\n\x07skipped\x18\x04 \x01(\x05\"\x1c\n\rGetTagRequest\x12\x0b\n\x03uid\x18\x01 \x01(\t2\xa2\x01\n\x05Repos\x12T\n\tListRepos\x12\".registry.v2beta1.ListReposRequest\x1a#.registry.v2beta1.ListReposResponse\x12\x43\n\x07GetRepo\x12 .registry.v2beta1.GetRepoRequest\x1a\x16.registry.v2beta1.Repo2\x9b\x01\n\x04Tags\x12Q\n\x08ListTags\x12!.registry.v2beta1.ListTagsRequest\x1a\".registry.v2beta1.ListTagsResponse\x12@\n\x06GetTag\x12\x1f.registry.v2beta1.GetTagRequest\x1a\x15.registry.v2beta1.Tagb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,12 +35,22 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_REPO']._serialized_start=136
   _globals['_REPO']._serialized_end=218
-  _globals['_LISTREPOSREQUEST']._serialized_start=220
-  _globals['_LISTREPOSREQUEST']._serialized_end=342
-  _globals['_LISTREPOSRESPONSE']._serialized_start=344
-  _globals['_LISTREPOSRESPONSE']._serialized_end=465
-  _globals['_GETREPOREQUEST']._serialized_start=467
-  _globals['_GETREPOREQUEST']._serialized_end=496
-  _globals['_REPOS']._serialized_start=499
-  _globals['_REPOS']._serialized_end=661
+  _globals['_LISTREPOSREQUEST']._serialized_start=221
+  _globals['_LISTREPOSREQUEST']._serialized_end=357
+  _globals['_LISTREPOSRESPONSE']._serialized_start=359
+  _globals['_LISTREPOSRESPONSE']._serialized_end=480
+  _globals['_GETREPOREQUEST']._serialized_start=482
+  _globals['_GETREPOREQUEST']._serialized_end=511
+  _globals['_TAG']._serialized_start=514
+  _globals['_TAG']._serialized_end=694
+  _globals['_LISTTAGSREQUEST']._serialized_start=697
+  _globals['_LISTTAGSREQUEST']._serialized_end=832
+  _globals['_LISTTAGSRESPONSE']._serialized_start=834
+  _globals['_LISTTAGSRESPONSE']._serialized_end=952
+  _globals['_GETTAGREQUEST']._serialized_start=954
+  _globals['_GETTAGREQUEST']._serialized_end=982
+  _globals['_REPOS']._serialized_start=985
+  _globals['_REPOS']._serialized_end=1147
+  _globals['_TAGS']._serialized_start=1150
+  _globals['_TAGS']._serialized_end=1305
 # @@protoc_insertion_point(module_scope)

@@ -32,10 +32,23 @@ COLLECTIONS: dict[str, tuple[str, str]] = {
     "iam.v2beta1.Identities": ("/iam/v2beta1/identities", "identity"),
     "iam.v2beta1.Roles": ("/iam/v2beta1/roles", "role"),
     "iam.v2beta1.RoleBindings": ("/iam/v2beta1/roleBindings", "role_binding"),
+    "iam.v2beta1.IdentityProviders": ("/iam/v2beta1/identityProviders", "identity_provider"),
+    "iam.v2beta1.AccountAssociations": ("/iam/v2beta1/accountAssociations", "account_association"),
+    "iam.v2beta1.GroupInvites": ("/iam/v2beta1/groupInvites", "group_invite"),
     "registry.v2beta1.Repos": ("/registry/v2beta1/repos", "repo"),
+    "registry.v2beta1.Tags": ("/registry/v2beta1/tags", "tag"),
+    "vulnerabilities.v2beta1.Advisories": ("/vulnerabilities/v2beta1/advisories", "advisory"),
 }
 
-EXPLICIT: dict[str, Route] = {}
+# Updates whose request carries the changed fields beside the uid rather than in a resource message
+# (a binding's role; an invite's expiry and use), and the invite's custom method (AIP-136).
+EXPLICIT: dict[str, Route] = {
+    "iam.v2beta1.RoleBindings/UpdateRoleBinding": Route("PATCH", "/iam/v2beta1/roleBindings/{uid}", "*"),
+    "iam.v2beta1.GroupInvites/UpdateGroupInvite": Route("PATCH", "/iam/v2beta1/groupInvites/{uid}", "*"),
+    "iam.v2beta1.GroupInvites/AcceptGroupInvite": Route(
+        "POST", "/iam/v2beta1/groupInvites/{uid}:accept", "*"
+    ),
+}
 
 
 class UnroutableMethod(ValueError):

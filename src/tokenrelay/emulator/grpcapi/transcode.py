@@ -26,6 +26,8 @@ from .routes import Route
 # AIP-203 says of output-only fields.
 OUTPUT_ONLY = frozenset({"uid", "createTime", "updateTime", "lastSeenTime"})
 
+PAGINATION = frozenset({"page_size", "page_token", "order_by", "skip"})
+
 _TEMPLATE = re.compile(r"\{([a-z_]+(?:\.[a-z_]+)*)\}")
 
 # The gRPC codes for an HTTP status that came without an AIP-193 body (gRPC's own HTTP mapping).
@@ -65,19 +67,19 @@ def to_http(route: Route, request: Message) -> HttpCall:
     body: dict[str, object] | None = None
     query: list[tuple[str, str]] = []
     if route.body == "*":
-        body = {
-            field.json_name: _json_value(field, value)
-            for field, value in request.ListFields()
-            if field.name not in used
-        }
-    else:
-        if route.body is not None:
-            used.add(route.body)
-            rendered = json_format.MessageToDict(getattr(request, route.body))
-            body = {key: value for key, value in rendered.items() if key not in OUTPUT_ONLY}
+        # every field not in the path is the body, but a field mask: that is always updateMask
+        body = {}
         for field, value in request.ListFields():
-            if field.name not in used:
-                query.extend(_query(field, value))
+            if field.name not in used and not isinstance(value, FieldMask):
+                body[field.json_name] = _json_value(field, value)
+                used.add(field.name)
+    elif route.body is not None:
+        used.add(route.body)
+        rendered = json_format.MessageToDict(getattr(request, route.body))
+        body = {key: value for key, value in rendered.items() if key not in OUTPUT_ONLY}
+    for field, value in request.ListFields():
+        if field.name not in used:
+            query.extend(_query(field, value))
     target = path + ("?" + urlencode(query, quote_via=quote) if query else "")
     return HttpCall(route.method, target, None if body is None else json.dumps(body).encode())
 
@@ -89,13 +91,18 @@ def _json_value(field: FieldDescriptor, value: object) -> object:
 
 
 def _query(field: FieldDescriptor, value: object) -> list[tuple[str, str]]:
+    """A request field as the JSON API's query parameters.
+
+    The pagination parameters keep the document's spelling (``page_size``); a message of filters
+    flattens to dotted names (``uidp.descendants_of``); every other field is a resource field, named
+    as in the JSON resource (``identityUid``, ``updateMask`` with the JSON field names).
+    """
     if isinstance(value, FieldMask):
-        # the JSON API names it updateMask and takes the JSON field names, comma-separated
         return [(field.json_name, value.ToJsonString())]
     if isinstance(value, Message):
-        # a message of filters (Uidp) flattens to dotted names: uidp.descendants_of
         return [(f"{field.name}.{name}", text) for name, text in _scalars(value)]
-    return [(field.name, _text(value))]
+    name = field.name if field.name in PAGINATION else field.json_name
+    return [(name, _text(value))]
 
 
 def _scalars(message: Message) -> list[tuple[str, str]]:
