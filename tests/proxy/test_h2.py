@@ -5,11 +5,15 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
+import socket
+from urllib.parse import unquote_to_bytes
 
 import httpx
 import pytest
 
-from .conftest import H2Proxied, Observed, StartProxy, Tokens
+from .conftest import H2Proxied, StartProxy, Tokens
+from .h2client import Answer, RawH2
+from .h2server import H2Echo
 
 
 def h2client() -> httpx.AsyncClient:
@@ -49,3 +53,150 @@ async def test_curl_http2_prior_knowledge(h2proxied: H2Proxied) -> None:
     body, version = out.rsplit(b"\n", 1)
     assert version == b"2"
     assert json.loads(body)["token"] == "t1"
+
+
+GRPC = [(b"content-type", b"application/grpc"), (b"te", b"trailers")]
+FRAME = b"\x00\x00\x00\x00\x05hello"  # one uncompressed gRPC message
+
+
+async def test_grpc_call_passes_trailers_and_te(h2proxied: H2Proxied) -> None:
+    """A gRPC call: te: trailers reaches the upstream, its grpc-status trailers reach the client."""
+    client = await RawH2.open(h2proxied.proxy.port)
+    sid = client.request(b"/pkg.Svc/Call", method=b"POST", body=FRAME, extra=GRPC)
+    answer = await client.answer(sid)
+    await client.close()
+    assert answer.headers[b":status"] == b"200"
+    assert answer.body == FRAME
+    assert answer.trailers[b"grpc-status"] == b"0"
+    assert answer.trailers[b"x-token"] == b"t1"
+    assert ["te", "trailers"] in h2proxied.echo.seen[-1]["headers"]
+    assert h2proxied.observed.grpc_statuses == [0]
+
+
+@pytest.mark.parametrize("grpc", [False, True], ids=["http-401", "grpc-unauthenticated"])
+async def test_refused_token_is_refreshed_and_the_call_retried(h2proxied: H2Proxied, grpc: bool) -> None:
+    """A 401, or a trailers-only grpc-status 16, is healed once: a new token, the call sent again."""
+    async with h2client() as http:
+        await http.get(h2proxied.url + "/warm")  # the proxy holds t1 now
+    h2proxied.echo.revoked.add("t1")
+    h2proxied.echo.seen.clear()
+    client = await RawH2.open(h2proxied.proxy.port)
+    sid = client.request(b"/v1/x", method=b"POST", body=FRAME, extra=GRPC if grpc else [])
+    answer = await client.answer(sid)
+    await client.close()
+    assert answer.headers[b":status"] == b"200"
+    assert [seen["token"] for seen in h2proxied.echo.seen] == ["t1", "t2"]
+    assert [seen["size"] for seen in h2proxied.echo.seen] == [len(FRAME), len(FRAME)]
+    if grpc:
+        assert answer.trailers[b"x-token"] == b"t2"
+    else:
+        assert json.loads(answer.body)["token"] == "t2"
+    assert h2proxied.observed.retries == 1
+    assert h2proxied.tokens.fetches == 2
+
+
+@pytest.mark.parametrize("grpc", [False, True], ids=["http", "grpc"])
+async def test_no_token_answers_unavailable(h2echo: H2Echo, start_proxy: StartProxy, grpc: bool) -> None:
+    """No token: grpc-status 14 and why for a gRPC client, the AIP-193 503 for others; nothing forwarded."""
+    api_url = f"http://127.0.0.1:{h2echo.port}/base"
+    proxy = await start_proxy(api_url, Tokens(fail=True).build(api_url))
+    client = await RawH2.open(proxy.port)
+    sid = client.request(b"/v1/x", method=b"POST", body=FRAME, extra=GRPC if grpc else [])
+    answer = await client.answer(sid)
+    await client.close()
+    if grpc:
+        assert answer.headers[b":status"] == b"200"
+        assert answer.headers[b"grpc-status"] == b"14"  # trailers-only: in the one HEADERS frame
+        assert b"token" in unquote_to_bytes(answer.headers[b"grpc-message"])
+    else:
+        assert answer.headers[b":status"] == b"503"
+        assert json.loads(answer.body)["details"][0]["reason"] == "TOKEN_UNAVAILABLE"
+    assert h2echo.seen == []
+
+
+async def test_unreachable_and_slow_upstreams_give_grpc_14_and_4(
+    h2echo: H2Echo, start_proxy: StartProxy
+) -> None:
+    """An upstream nobody answers at: grpc-status 14; one that does not answer in time: grpc-status 4."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        dead = sock.getsockname()[1]
+    api_url = f"http://127.0.0.1:{dead}/base"
+    proxy = await start_proxy(api_url, Tokens().build(api_url))
+    client = await RawH2.open(proxy.port)
+    answer = await client.answer(client.request(b"/v1/x", method=b"POST", body=FRAME, extra=GRPC))
+    await client.close()
+    assert answer.headers[b"grpc-status"] == b"14"
+    assert b"cannot reach the upstream" in unquote_to_bytes(answer.headers[b"grpc-message"])
+
+    api_url = f"http://127.0.0.1:{h2echo.port}/base"
+    proxy = await start_proxy(api_url, Tokens().build(api_url), upstream_timeout=0.2)
+    client = await RawH2.open(proxy.port)
+    answer = await client.answer(client.request(b"/slow", method=b"POST", body=FRAME, extra=GRPC))
+    await client.close()
+    assert answer.headers[b"grpc-status"] == b"4"
+    assert h2echo.resets == 1  # the upstream stream was cancelled, not left running
+
+
+async def test_not_an_open_relay(h2proxied: H2Proxied) -> None:
+    """:authority never routes; CONNECT, extended CONNECT and absolute :path targets are refused."""
+    client = await RawH2.open(h2proxied.proxy.port, validate=False)
+    sid = client.h2.get_next_available_stream_id()
+    client.h2.send_headers(
+        sid,
+        [(b":method", b"GET"), (b":scheme", b"https"), (b":authority", b"evil.example"), (b":path", b"/x")],
+        end_stream=True,
+    )
+    client.answers[sid] = Answer()
+    client.flush()
+    answer = await client.answer(sid)
+    assert json.loads(answer.body)["authority"] == f"127.0.0.1:{h2proxied.echo.port}"
+    assert h2proxied.echo.seen[-1]["scheme"] == "http"
+
+    sid = client.h2.get_next_available_stream_id()
+    client.h2.send_headers(sid, [(b":method", b"CONNECT"), (b":authority", b"evil.example:443")])
+    client.answers[sid] = Answer()
+    client.flush()
+    assert (await client.answer(sid)).headers[b":status"] == b"405"
+    sid = client.request(b"http://evil.example/x")
+    assert (await client.answer(sid)).headers[b":status"] == b"400"
+    await client.close()
+
+    client = await RawH2.open(h2proxied.proxy.port, validate=False)
+    sid = client.h2.get_next_available_stream_id()
+    client.h2.send_headers(
+        sid,
+        [
+            (b":method", b"CONNECT"),
+            (b":protocol", b"websocket"),
+            (b":scheme", b"http"),
+            (b":authority", b"evil.example"),
+            (b":path", b"/chat"),
+        ],
+    )
+    client.answers[sid] = Answer()
+    client.flush()
+    answer = await client.answer(sid)
+    assert answer.headers.get(b":status") == b"405" or client.goaway is not None
+    await client.close()
+    assert len(h2proxied.echo.seen) == 1
+
+
+async def test_sigterm_drain_sends_goaway_and_finishes_the_stream(h2proxied: H2Proxied) -> None:
+    """Stopping the proxy: GOAWAY at once, the stream in flight still gets its answer, then the close."""
+    client = await RawH2.open(h2proxied.proxy.port)
+    sid = client.request(b"/slow")
+    while not h2proxied.echo.seen:
+        await asyncio.sleep(0.01)
+    stopping = asyncio.ensure_future(h2proxied.proxy.stop())
+    while client.goaway is None:
+        client.changed.clear()
+        await asyncio.wait_for(client.changed.wait(), 10)
+    assert client.goaway.last_stream_id == sid
+    assert client.goaway.error_code == 0
+    h2proxied.echo.gate.set()
+    answer = await client.answer(sid)
+    assert json.loads(answer.body) == {"slow": "done"}
+    await stopping
+    await client.wait_closed()
+    await client.close()
