@@ -235,13 +235,13 @@ async def h2echo() -> AsyncIterator[H2Echo]:
 
 
 @pytest.fixture
-async def h2proxied(h2echo: H2Echo, start_proxy: StartProxy) -> AsyncIterator[H2Proxied]:
+async def h2proxied(h2echo: H2Echo, start_proxy: StartProxy) -> H2Proxied:
     """The proxy in front of the HTTP/2 upstream (h2c)."""
     tokens = Tokens()
     api_url = f"http://127.0.0.1:{h2echo.port}/base"
     observed = Observed()
     proxy = await start_proxy(api_url, tokens.build(api_url), observer=observed, upstream_timeout=5.0)
-    yield H2Proxied(h2echo, tokens, proxy, observed)
+    return H2Proxied(h2echo, tokens, proxy, observed)
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""HTTP/2 clients on the proxy's port: httpx and curl with prior knowledge, the heal, the proxy's own answers."""
+"""HTTP/2 clients on the proxy's port: httpx, curl, gRPC framing, the heal, the proxy's own answers."""
 
 from __future__ import annotations
 
