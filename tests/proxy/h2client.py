@@ -6,7 +6,7 @@ import asyncio
 from dataclasses import dataclass, field
 
 from h2.config import H2Configuration
-from h2.connection import ConnectionState, H2Connection
+from h2.connection import H2Connection
 from h2.events import (
     ConnectionTerminated,
     DataReceived,
@@ -17,6 +17,8 @@ from h2.events import (
     TrailersReceived,
 )
 from h2.exceptions import ProtocolError
+
+from tokenrelay.proxy.h2_upstream import GoawayKeepsStreams
 
 Headers = list[tuple[bytes, bytes]]
 
@@ -36,6 +38,7 @@ class RawH2:
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, validate: bool) -> None:
         config = H2Configuration(client_side=True, header_encoding=None, validate_outbound_headers=validate)
         self.h2 = H2Connection(config)
+        self.h2.state_machine = GoawayKeepsStreams()  # a graceful GOAWAY: the answers still come
         self.reader = reader
         self.writer = writer
         self.answers: dict[int, Answer] = {}
@@ -108,8 +111,6 @@ class RawH2:
         answer = self.answers.get(sid)
         if isinstance(event, ConnectionTerminated):
             self.goaway = event
-            if not event.error_code:  # a graceful GOAWAY: h2 would refuse the answers still to come
-                self.h2.state_machine.state = ConnectionState.CLIENT_OPEN
         elif answer is None:
             return
         elif isinstance(event, ResponseReceived):

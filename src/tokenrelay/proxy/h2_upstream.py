@@ -19,7 +19,7 @@ import time
 from typing import TYPE_CHECKING, Protocol, cast
 
 from h2.config import H2Configuration
-from h2.connection import ConnectionState, H2Connection
+from h2.connection import ConnectionInputs, H2Connection, H2ConnectionStateMachine
 from h2.errors import ErrorCodes
 from h2.events import (
     ConnectionTerminated,
@@ -32,6 +32,7 @@ from h2.events import (
     WindowUpdated,
 )
 from h2.exceptions import ProtocolError
+from h2.settings import SettingCodes, Settings
 
 if TYPE_CHECKING:
     from .h2_relay import Flusher
@@ -65,6 +66,16 @@ class UpstreamStream(Protocol):
     def pump_up(self) -> None: ...
 
 
+class GoawayKeepsStreams(H2ConnectionStateMachine):
+    """h2 takes a received GOAWAY for the end of the connection and then refuses every frame; RFC 9113
+    §6.8 lets the streams up to its last_stream_id finish, so the connection stays open for them."""
+
+    def process_input(self, input_: ConnectionInputs) -> list[Event]:
+        if input_ is ConnectionInputs.RECV_GOAWAY:
+            return []
+        return super().process_input(input_)
+
+
 class H2Upstream(asyncio.Protocol):
     """One HTTP/2 connection to the upstream."""
 
@@ -73,6 +84,7 @@ class H2Upstream(asyncio.Protocol):
         self.flusher = pool.flusher
         config = H2Configuration(client_side=True, header_encoding=None)
         self.h2 = H2Connection(config)
+        self.h2.state_machine = GoawayKeepsStreams()
         self.transport: asyncio.Transport | None = None
         self.streams: dict[int, UpstreamStream] = {}
         self.closed = False
@@ -136,8 +148,11 @@ class H2Upstream(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's transports do not subclass it
         h2 = self.h2
-        h2.local_settings.enable_push = 0
-        h2.local_settings.initial_window_size = STREAM_WINDOW
+        # initial_values, not attributes: h2 sends only these in its first SETTINGS
+        h2.local_settings = Settings(
+            client=True,
+            initial_values={SettingCodes.ENABLE_PUSH: 0, SettingCodes.INITIAL_WINDOW_SIZE: STREAM_WINDOW},
+        )
         h2.initiate_connection()
         h2.increment_flow_control_window(CONNECTION_WINDOW - 65535)
         self.transport.write(h2.data_to_send())
@@ -210,9 +225,6 @@ class H2Upstream(asyncio.Protocol):
     def _goaway(self, event: ConnectionTerminated) -> None:
         self.closing = True
         self.pool.discard(self)
-        # h2 treats a received GOAWAY as the end of the connection; RFC 9113 §6.8 lets the streams
-        # up to last_stream_id finish, so keep h2 open for them.
-        self.h2.state_machine.state = ConnectionState.CLIENT_OPEN
         last = event.last_stream_id or 0
         for sid in [sid for sid in self.streams if sid > last]:
             self.streams.pop(sid).on_lost("the upstream refused the stream (GOAWAY)", unprocessed=True)
