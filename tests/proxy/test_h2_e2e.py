@@ -148,10 +148,10 @@ async def test_grpcurl_lists_and_calls_through_the_sidecar(sidecar: GrpcSidecar)
     assert listed.returncode == 0
     assert SERVICE in out.decode().split()
     called = await asyncio.create_subprocess_exec(
-        grpcurl, "-plaintext", "-d", '{"value": "hi"}', sidecar.address, f"{SERVICE}/Unary",
+        grpcurl, "-plaintext", "-d", '"hi"', sidecar.address, f"{SERVICE}/Unary",
         stdout=asyncio.subprocess.PIPE,
     )  # fmt: skip
     out, _ = await called.communicate()
     assert called.returncode == 0
-    assert json.loads(out) == {"value": "hi t1"}
+    assert json.loads(out) == "hi t1"  # a StringValue's JSON form is the bare string
     assert set(sidecar.upstream.tokens) == {"t1"}
