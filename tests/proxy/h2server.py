@@ -34,6 +34,7 @@ class H2Echo:
     gate: asyncio.Event = field(default_factory=asyncio.Event)
     resets: int = 0  # streams the proxy reset
     port: int = 0
+    http1_port: int = 0  # when set, connections that are not HTTP/2 are spliced to this port
     server: asyncio.Server | None = None
 
     async def start(self, context: ssl.SSLContext | None = None) -> None:
@@ -68,8 +69,27 @@ class _Conn(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
-        self.h2.initiate_connection()
-        self.flush()
+        self.http2: bool | None = None  # decided by the first bytes
+        self.spliced: list[bytes] | asyncio.StreamWriter | None = None
+
+    def splice(self, data: bytes) -> None:
+        """Not HTTP/2: the bytes go to the HTTP/1.1 server, its answers come back."""
+        if isinstance(self.spliced, list):
+            self.spliced.append(data)
+        elif self.spliced is None:
+            self.spliced = [data]
+            self.spawn(self._splice())
+        else:
+            self.spliced.write(data)
+
+    async def _splice(self) -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", self.echo.http1_port)
+        assert isinstance(self.spliced, list) and self.transport is not None
+        writer.write(b"".join(self.spliced))
+        self.spliced = writer
+        while data := await reader.read(65536):
+            self.transport.write(data)
+        self.transport.close()
 
     def flush(self) -> None:
         if self.transport is not None and not self.transport.is_closing():
@@ -80,6 +100,13 @@ class _Conn(asyncio.Protocol):
             task.cancel()
 
     def data_received(self, data: bytes) -> None:
+        if self.http2 is None:
+            self.http2 = not self.echo.http1_port or data.startswith(b"PRI ")
+            if self.http2:
+                self.h2.initiate_connection()
+        if not self.http2:
+            self.splice(data)
+            return
         try:
             events = self.h2.receive_data(data)
         except ProtocolError:

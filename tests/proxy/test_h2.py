@@ -6,14 +6,21 @@ import asyncio
 import json
 import shutil
 import socket
+import ssl
+import sys
+from pathlib import Path
 from urllib.parse import unquote_to_bytes
 
+import aiohttp
 import httpx
 import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
 
-from .conftest import H2Proxied, StartProxy, Tokens
+from .conftest import Echo, H2Proxied, Observed, ServerFactory, StartProxy, Tokens
 from .h2client import Answer, RawH2
 from .h2server import H2Echo
+from .test_tls import _cert, _pem
 
 
 def h2client() -> httpx.AsyncClient:
@@ -200,3 +207,113 @@ async def test_sigterm_drain_sends_goaway_and_finishes_the_stream(h2proxied: H2P
     await stopping
     await client.wait_closed()
     await client.close()
+
+
+async def test_http1_and_http2_clients_share_the_port(echo: Echo, start_proxy: StartProxy) -> None:
+    """One --proxy-listen port: an HTTP/1.1 client and an HTTP/2 client, each served in its protocol."""
+    upstream = H2Echo(http1_port=int(echo.url.rsplit(":", 1)[1]))
+    await upstream.start()
+    api_url = f"http://127.0.0.1:{upstream.port}/base"
+    observed = Observed()
+    proxy = await start_proxy(api_url, Tokens().build(api_url), observer=observed)
+    url = f"http://127.0.0.1:{proxy.port}"
+    async with aiohttp.ClientSession() as session, h2client() as http2:
+        for _ in range(3):
+            old, new = await asyncio.gather(session.get(url + "/v1/old"), http2.get(url + "/v1/new"))
+            assert old.version == aiohttp.HttpVersion11
+            assert (await old.json())["token"] == "t1"
+            assert (await old.json())["path"] == "/base/v1/old"
+            assert new.http_version == "HTTP/2"
+            assert new.json()["token"] == "t1"
+    await upstream.stop()
+    assert observed.codes == [200] * 6
+    assert observed.grpc_statuses == [None] * 3
+
+
+async def test_https_upstream_speaks_h2_with_alpn(
+    echo: Echo, aiohttp_server: ServerFactory, start_proxy: StartProxy, tmp_path: Path
+) -> None:
+    """An https upstream: HTTP/2 over TLS (ALPN h2) trusted through --upstream-ca; refusals say why."""
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca = _cert("test CA", ca_key, None, ca_key)
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = _cert("127.0.0.1", key, ca, ca_key)
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(
+        _pem(tmp_path / "cert.pem", cert.public_bytes(serialization.Encoding.PEM)),
+        _pem(
+            tmp_path / "key.pem",
+            key.private_bytes(
+                serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+            ),
+        ),
+    )
+    ca_file = _pem(tmp_path / "ca.pem", ca.public_bytes(serialization.Encoding.PEM))
+    context.set_alpn_protocols(["h2"])
+    upstream = H2Echo()
+    await upstream.start(context)
+    api_url = f"https://127.0.0.1:{upstream.port}/base"
+    trusted = await start_proxy(api_url, Tokens().build(api_url), upstream_ca=ca_file)
+    untrusted = await start_proxy(api_url, Tokens().build(api_url))
+    async with h2client() as http2:
+        response = await http2.get(f"http://127.0.0.1:{trusted.port}/v1/x")
+        assert response.json()["token"] == "t1"
+        assert response.json()["scheme"] == "https"
+    client = await RawH2.open(untrusted.port)
+    answer = await client.answer(client.request(b"/v1/x", method=b"POST", body=FRAME, extra=GRPC))
+    await client.close()
+    assert answer.headers[b"grpc-status"] == b"14"
+    assert b"--upstream-ca" in unquote_to_bytes(answer.headers[b"grpc-message"])
+    await upstream.stop()
+
+    context.set_alpn_protocols(["http/1.1"])  # an upstream that speaks only HTTP/1.1 over TLS
+    server = await aiohttp_server(echo.app(), ssl=context)
+    api_url = f"https://127.0.0.1:{server.port}/base"
+    proxy = await start_proxy(api_url, Tokens().build(api_url), upstream_ca=ca_file)
+    client = await RawH2.open(proxy.port)
+    answer = await client.answer(client.request(b"/v1/x", method=b"POST", body=FRAME, extra=GRPC))
+    await client.close()
+    assert answer.headers[b"grpc-status"] == b"14"
+    assert b"does not speak HTTP/2" in unquote_to_bytes(answer.headers[b"grpc-message"])
+
+
+LAZY = """
+import asyncio, json, sys, time
+from aiohttp import web
+from tokenrelay.provider import TokenProvider, TokenProviders
+from tokenrelay.proxy import ProxyServer
+from tokenrelay.sts import Issued
+from tokenrelay.testing import make_jwt
+
+async def fetch(audience):
+    now = int(time.time())
+    return Issued(make_jwt({"jti": "t1", "aud": audience, "iat": now, "exp": now + 3600}))
+
+async def main():
+    app = web.Application()
+    app.router.add_get("/x", lambda request: web.Response(text="ok"))
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    api = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"
+    proxy = ProxyServer(api, TokenProviders([TokenProvider(api, fetch)]), listen=("127.0.0.1", 0))
+    await proxy.start()
+    reader, writer = await asyncio.open_connection("127.0.0.1", proxy.port)
+    writer.write(b"GET /x HTTP/1.1\\r\\nHost: p\\r\\n\\r\\n")
+    http1 = await reader.readuntil(b"ok")
+    after_http1 = "h2" in sys.modules
+    reader, writer = await asyncio.open_connection("127.0.0.1", proxy.port)
+    writer.write(b"PRI * HTTP/2.0\\r\\n\\r\\nSM\\r\\n\\r\\n" + bytes.fromhex("000000040000000000"))
+    settings = await reader.readexactly(9)
+    print(json.dumps([http1.startswith(b"HTTP/1.1 200"), after_http1, settings[3] == 4, "h2" in sys.modules]))
+
+asyncio.run(main())
+"""
+
+
+async def test_http1_path_does_not_import_h2() -> None:
+    """HTTP/1.1 traffic never loads h2; the first HTTP/2 client does (the proxy answers its SETTINGS)."""
+    process = await asyncio.create_subprocess_exec(sys.executable, "-c", LAZY, stdout=asyncio.subprocess.PIPE)
+    out, _ = await asyncio.wait_for(process.communicate(), 30)
+    assert json.loads(out) == [True, False, True, True]
