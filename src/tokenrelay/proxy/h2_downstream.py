@@ -84,7 +84,13 @@ class H2Client(asyncio.Protocol):
         self.server = server
         self.relay = relay
         self.limits = server.limits
-        config = H2Configuration(client_side=False, header_encoding=None)
+        # headers are validated once, as they arrive (from the client here, from the upstream there)
+        config = H2Configuration(
+            client_side=False,
+            header_encoding=None,
+            validate_outbound_headers=False,
+            normalize_outbound_headers=False,
+        )
         h2 = self.h2 = H2Connection(config)
         h2.local_settings = Settings(
             client=False,

@@ -31,6 +31,16 @@ if TYPE_CHECKING:
 log = logging.getLogger("tokenrelay.proxy")
 
 REPLAY_LIMIT = 64 * 1024  # the bound for a replayable body, as on HTTP/1.1
+# RFC 9113 §8.2.2: never forwarded (h2 refuses them from clients; from the upstream they are dropped)
+CONNECTION_SPECIFIC = frozenset(
+    {b"connection", b"keep-alive", b"proxy-connection", b"transfer-encoding", b"upgrade", b"te"}
+)
+
+
+def _answer_headers(headers: Headers) -> Headers:
+    return [(name, value) for name, value in headers if name not in CONNECTION_SPECIFIC]
+
+
 UNAUTHENTICATED = 16
 
 
@@ -195,7 +205,7 @@ class Stream:
         self.status = status
         if ended:
             self.grpc_status = h2_answers.grpc_status(headers)
-        if not self.down.send_headers(self.sid, headers, ended):
+        if not self.down.send_headers(self.sid, _answer_headers(headers), ended):
             self.cancel()
         elif ended:
             self._finish()
@@ -209,7 +219,7 @@ class Stream:
 
     def on_trailers(self, headers: Headers) -> None:
         self.grpc_status = h2_answers.grpc_status(headers)
-        self.down_trailers = headers
+        self.down_trailers = _answer_headers(headers)
 
     def on_end(self) -> None:
         if self.done or not self.status:

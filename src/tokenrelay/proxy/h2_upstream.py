@@ -82,7 +82,16 @@ class H2Upstream(asyncio.Protocol):
     def __init__(self, pool: H2Pool) -> None:
         self.pool = pool
         self.flusher = pool.flusher
-        config = H2Configuration(client_side=True, header_encoding=None)
+        # The client's headers were validated as they arrived (h2_downstream); the upstream is the one
+        # the operator named, and h2_stream drops connection-specific fields from its answers itself.
+        config = H2Configuration(
+            client_side=True,
+            header_encoding=None,
+            validate_outbound_headers=False,
+            normalize_outbound_headers=False,
+            validate_inbound_headers=False,
+            normalize_inbound_headers=False,
+        )
         self.h2 = H2Connection(config)
         self.h2.state_machine = GoawayKeepsStreams()
         self.transport: asyncio.Transport | None = None
