@@ -102,7 +102,7 @@ def h2load(port: int, args: argparse.Namespace, duration: int, tmp: Path) -> tup
             "te: trailers",
             f"--log-file={log}",
             f"http://127.0.0.1:{port}{PATH}",
-        ],  # fmt: skip
+        ],
         capture_output=True,
         text=True,
         check=True,
