@@ -281,6 +281,8 @@ class H2Pool:
                 return conn
             if self._connecting is None:
                 self._connecting = asyncio.ensure_future(self._connect())
+                # every waiter may have gone (clients reset their streams): the failure is still seen
+                self._connecting.add_done_callback(lambda task: task.cancelled() or task.exception())
             await asyncio.shield(self._connecting)
 
     async def _connect(self) -> H2Upstream:
