@@ -17,6 +17,8 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from tokenrelay.proxy.h2_upstream import GoawayKeepsStreams
+
 from .conftest import Echo, H2Proxied, Observed, ServerFactory, StartProxy, Tokens
 from .h2client import Answer, RawH2
 from .h2server import H2Echo
@@ -317,3 +319,19 @@ async def test_http1_path_does_not_import_h2() -> None:
     process = await asyncio.create_subprocess_exec(sys.executable, "-c", LAZY, stdout=asyncio.subprocess.PIPE)
     out, _ = await asyncio.wait_for(process.communicate(), 30)
     assert json.loads(out) == [True, False, True, True]
+
+
+async def test_client_goaway_lets_its_streams_finish(h2proxied: H2Proxied) -> None:
+    """A client that sends GOAWAY (NO_ERROR) still gets the answers of its streams in flight."""
+    client = await RawH2.open(h2proxied.proxy.port)
+    sid = client.request(b"/slow")
+    while not h2proxied.echo.seen:
+        await asyncio.sleep(0.01)
+    client.h2.close_connection()
+    client.h2.state_machine = GoawayKeepsStreams()  # h2 would refuse the answer after its own GOAWAY
+    client.flush()
+    h2proxied.echo.gate.set()
+    answer = await client.answer(sid)
+    assert json.loads(answer.body) == {"slow": "done"}
+    await client.wait_closed()
+    await client.close()

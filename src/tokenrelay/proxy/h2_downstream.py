@@ -46,6 +46,7 @@ from . import h2_answers
 from .h2_answers import Headers
 from .h2_relay import H2Relay
 from .h2_stream import Stream
+from .h2_upstream import GoawayKeepsStreams
 
 if TYPE_CHECKING:
     from .server import ProxyServer
@@ -92,6 +93,7 @@ class H2Client(asyncio.Protocol):
             normalize_outbound_headers=False,
         )
         h2 = self.h2 = H2Connection(config)
+        h2.state_machine = GoawayKeepsStreams()
         h2.local_settings = Settings(
             client=False,
             initial_values={
@@ -301,7 +303,13 @@ class H2Client(asyncio.Protocol):
         elif isinstance(event, PingReceived | RemoteSettingsChanged | PriorityUpdated | UnknownFrameReceived):
             self.frames += 1
         elif isinstance(event, ConnectionTerminated):
-            self._close()
+            if event.error_code:
+                self._close()
+            else:  # the client opens no more streams; the ones in flight still get their answers
+                self.draining = True
+                self.last_sid = self.h2.highest_inbound_stream_id
+                if not self.streams:
+                    self._close()
 
     def _request(self, sid: int, headers: Headers, ended: bool) -> None:
         if self.draining and sid > self.last_sid:
