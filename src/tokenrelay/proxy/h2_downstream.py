@@ -6,8 +6,9 @@ and ``:scheme`` are the upstream's, whatever the client sent, and CONNECT is ref
 
 The limits of a server facing the internet (values in docs/proxy.md): at most MAX_STREAMS streams at
 once and a header list of at most Limits.header_bytes (HPACK bombs end at the decoder); per second, at
-most FLOOD_LIMIT control frames (SETTINGS, PING, PRIORITY, empty DATA, unknown types) and RESET_LIMIT
-streams reset by the client (rapid reset, CVE-2023-44487): beyond either, GOAWAY ENHANCE_YOUR_CALM.
+most FLOOD_LIMIT control frames (SETTINGS, PING, their ACKs, PRIORITY, empty DATA, unknown types) and
+RESET_LIMIT streams reset by the client (rapid reset, CVE-2023-44487): beyond either, GOAWAY
+ENHANCE_YOUR_CALM.
 While the client does not read its answers, the proxy stops reading from it, so the replies to its
 control frames cannot pile up either.
 """
@@ -27,10 +28,12 @@ from h2.events import (
     ConnectionTerminated,
     DataReceived,
     Event,
+    PingAckReceived,
     PingReceived,
     PriorityUpdated,
     RemoteSettingsChanged,
     RequestReceived,
+    SettingsAcknowledged,
     StreamEnded,
     StreamReset,
     TrailersReceived,
@@ -64,6 +67,17 @@ RESET_LIMIT = 2 * MAX_STREAMS  # streams reset by the client per second
 _DROP = frozenset(
     {b"connection", b"keep-alive", b"proxy-connection", b"transfer-encoding", b"upgrade", b"host"}
     | {b"authorization", b"te"}
+)
+
+
+# Frames that carry no request: a client sending thousands of them is flooding (CVE-2019-9512, -9515).
+_CONTROL = (
+    PingReceived,
+    PingAckReceived,
+    RemoteSettingsChanged,
+    SettingsAcknowledged,
+    PriorityUpdated,
+    UnknownFrameReceived,
 )
 
 
@@ -276,6 +290,8 @@ class H2Client(asyncio.Protocol):
             if stream is None:
                 self.ack(sid, event.flow_controlled_length or 0)
             else:
+                if event.stream_ended is not None:
+                    stream.complete = True  # END_STREAM then rides on the last DATA frame upstream
                 stream.client_data(data, event.flow_controlled_length or 0)
         elif isinstance(event, RequestReceived):
             self._request(event.stream_id or 0, event.headers, event.stream_ended is not None)
@@ -300,7 +316,7 @@ class H2Client(asyncio.Protocol):
             if stream is not None:
                 self.resets += 1
                 stream.cancel()
-        elif isinstance(event, PingReceived | RemoteSettingsChanged | PriorityUpdated | UnknownFrameReceived):
+        elif isinstance(event, _CONTROL):
             self.frames += 1
         elif isinstance(event, ConnectionTerminated):
             if event.error_code:

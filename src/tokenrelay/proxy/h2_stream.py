@@ -165,10 +165,15 @@ class Stream:
                     data = data[:room]
                 else:
                     to_up.popleft()
-                h2.send_data(sid, data)
+                last = not to_up and self.complete and self.up_trailers is None
+                h2.send_data(sid, data, end_stream=last)
                 if ack:
                     self.down.ack(self.sid, len(data))
-            if not to_up and self.complete:
+                if last:
+                    self.up_ended = True
+                    if not self.status:
+                        self.waiting_since = monotonic()
+            if not to_up and self.complete and not self.up_ended:
                 if self.up_trailers is not None:
                     h2.send_headers(sid, self.up_trailers, end_stream=True)
                 else:
@@ -210,11 +215,12 @@ class Stream:
         elif ended:
             self._finish()
 
-    def on_data(self, data: bytes, flow: int) -> None:
+    def on_data(self, data: bytes, flow: int, ended: bool) -> None:
         if flow > len(data) and self.up is not None:
             self.up.ack(self.up_sid, flow - len(data))
         if data:
             self.to_down.append(data)
+            self.down_end = ended  # END_STREAM then rides on the last DATA frame to the client
             self.pump_down()
 
     def on_trailers(self, headers: Headers) -> None:
@@ -222,7 +228,7 @@ class Stream:
         self.down_trailers = _answer_headers(headers)
 
     def on_end(self) -> None:
-        if self.done or not self.status:
+        if self.done or not self.status or self.down_end:
             return
         self.down_end = True
         self.pump_down()
@@ -270,9 +276,13 @@ class Stream:
                     data = data[:room]
                 else:
                     to_down.popleft()
-                h2.send_data(sid, data)
+                last = not to_down and self.down_end and self.down_trailers is None
+                h2.send_data(sid, data, end_stream=last)
                 if self.up is not None:
                     self.up.ack(self.up_sid, len(data))
+                if last:
+                    self._finish()
+                    return
             if not to_down and self.down_end:
                 if self.down_trailers is not None:
                     h2.send_headers(sid, self.down_trailers, end_stream=True)

@@ -53,7 +53,7 @@ class UpstreamStream(Protocol):
 
     def on_response(self, headers: Headers, ended: bool) -> None: ...
 
-    def on_data(self, data: bytes, flow: int) -> None: ...
+    def on_data(self, data: bytes, flow: int, ended: bool) -> None: ...
 
     def on_trailers(self, headers: Headers) -> None: ...
 
@@ -203,7 +203,9 @@ class H2Upstream(asyncio.Protocol):
             if stream is None:
                 self.ack(event.stream_id or 0, event.flow_controlled_length or 0)
             else:
-                stream.on_data(event.data or b"", event.flow_controlled_length or 0)
+                stream.on_data(
+                    event.data or b"", event.flow_controlled_length or 0, event.stream_ended is not None
+                )
         elif isinstance(event, ResponseReceived):
             stream = self.streams.get(event.stream_id or 0)
             if stream is not None:
