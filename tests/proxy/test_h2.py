@@ -19,7 +19,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from tokenrelay.proxy.h2_upstream import GoawayKeepsStreams
 
-from .conftest import Echo, H2Proxied, Observed, ServerFactory, StartProxy, Tokens
+from .conftest import Echo, H2Proxied, Observed, Proxied, ServerFactory, StartProxy, Tokens
 from .h2client import Answer, RawH2
 from .h2server import H2Echo
 from .test_tls import _cert, _pem
@@ -335,3 +335,12 @@ async def test_client_goaway_lets_its_streams_finish(h2proxied: H2Proxied) -> No
     assert json.loads(answer.body) == {"slow": "done"}
     await client.wait_closed()
     await client.close()
+
+
+async def test_http1_only_upstream_is_named_as_such(proxied: Proxied) -> None:
+    """An http:// upstream that speaks only HTTP/1.1: an HTTP/2 call gets grpc-status 14 saying so."""
+    client = await RawH2.open(proxied.port)
+    answer = await client.answer(client.request(b"/v1/x", method=b"POST", body=FRAME, extra=GRPC))
+    await client.close()
+    assert answer.headers[b"grpc-status"] == b"14"
+    assert b"does not speak HTTP/2" in unquote_to_bytes(answer.headers[b"grpc-message"])

@@ -101,6 +101,7 @@ class H2Upstream(asyncio.Protocol):
         self.paused = False  # our socket buffer towards the upstream is full
         self.idle_since = time.monotonic()
         self.dirty = False
+        self.answered = False  # any byte came from the upstream
 
     # -- for the streams -------------------------------------------------------------------------
 
@@ -144,13 +145,13 @@ class H2Upstream(asyncio.Protocol):
         if data and self.transport is not None and not self.closed:
             self.transport.write(data)
 
-    def close(self) -> None:
+    def close(self, why: str = "the upstream connection closed") -> None:
         if not self.closed:
             self.closed = True
             self.pool.discard(self)
             if self.transport is not None:
                 self.transport.close()
-        self._lose_all("the upstream connection closed", unprocessed=False)
+        self._lose_all(why, unprocessed=False)
 
     # -- asyncio.Protocol --------------------------------------------------------------------------
 
@@ -167,12 +168,19 @@ class H2Upstream(asyncio.Protocol):
         self.transport.write(h2.data_to_send())
 
     def data_received(self, data: bytes) -> None:
+        if not self.answered:
+            self.answered = True
+            if data.startswith(b"HTTP/1."):  # h2 would wait for the rest of a "frame" that never ends
+                self.close("the upstream does not speak HTTP/2 (it answered in HTTP/1.x)")
+                self.flusher.run()
+                return
         try:
             events = self.h2.receive_data(data)
         except ProtocolError as exc:
-            log.warning("the upstream broke the HTTP/2 protocol", extra={"error": str(exc)})
+            why = f"the upstream broke the HTTP/2 protocol: {exc}"
+            log.warning("upstream failed", extra={"error": why, "protocol": "h2"})
             self.flush()
-            self.close()
+            self.close(why)
             self.flusher.run()
             return
         for event in events:
