@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("tokenrelay.proxy")
 
+H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"  # RFC 9113 §3.4: an HTTP/2 client's first bytes
 REPLAY_LIMIT = 64 * 1024  # the bound for a replayable body
 PENDING_LIMIT = 256 * 1024
 
@@ -173,7 +174,7 @@ class ClientConnection(asyncio.Protocol):
         if not self._in_body:
             self._unparsed += len(data)
             if not self.head_started:
-                if data[:4] == b"PRI " and self._fresh:
+                if self._fresh and data[:4] == b"PRI " and H2_PREFACE.startswith(data[:24]):
                     self._speak_h2(data)
                     return
                 self._fresh = False
