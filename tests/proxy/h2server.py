@@ -33,6 +33,7 @@ class H2Echo:
     revoked: set[str] = field(default_factory=set)
     gate: asyncio.Event = field(default_factory=asyncio.Event)
     resets: int = 0  # streams the proxy reset
+    connections: int = 0  # connections accepted
     port: int = 0
     http1_port: int = 0  # when set, connections that are not HTTP/2 are spliced to this port
     server: asyncio.Server | None = None
@@ -69,6 +70,7 @@ class _Conn(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
+        self.echo.connections += 1
         self.http2: bool | None = None  # decided by the first bytes
         self.spliced: list[bytes] | asyncio.StreamWriter | None = None
 

@@ -344,3 +344,18 @@ async def test_http1_only_upstream_is_named_as_such(proxied: Proxied) -> None:
     await client.close()
     assert answer.headers[b"grpc-status"] == b"14"
     assert b"does not speak HTTP/2" in unquote_to_bytes(answer.headers[b"grpc-message"])
+
+
+async def test_streams_beyond_one_upstream_connection_open_another(h2proxied: H2Proxied) -> None:
+    """Two clients with 100 streams each in flight: all 200 reach the upstream (on a second connection)."""
+    clients = [await RawH2.open(h2proxied.proxy.port) for _ in range(2)]
+    sids = [[client.request(b"/slow") for _ in range(100)] for client in clients]
+    async with asyncio.timeout(20):
+        while len(h2proxied.echo.seen) < 200:
+            await asyncio.sleep(0.01)
+    h2proxied.echo.gate.set()
+    for client, streams in zip(clients, sids, strict=True):
+        for sid in streams:
+            assert json.loads((await client.answer(sid)).body) == {"slow": "done"}
+        await client.close()
+    assert h2proxied.echo.connections == 2
