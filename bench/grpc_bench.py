@@ -49,6 +49,9 @@ http {{
             root {prefix};
             default_type application/grpc;
             add_trailer grpc-status 0;
+            # closer to a gRPC server's answer: no static-file validators or range support
+            etag off;
+            max_ranges 0;
             # the static module refuses POST: serve the file anyway
             error_page 405 =200 /answer.bin;
             try_files /answer.bin =404;
