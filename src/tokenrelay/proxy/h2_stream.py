@@ -208,6 +208,7 @@ class Stream:
             self._resend(reject=True)
             return
         self.status = status
+        self.replay = None  # the answer has begun: the request will not be sent again
         if ended:
             self.grpc_status = h2_answers.grpc_status(headers)
         if not self.down.send_headers(self.sid, _answer_headers(headers), ended):
