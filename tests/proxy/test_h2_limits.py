@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import pytest
 from h2.errors import ErrorCodes
@@ -180,3 +181,21 @@ async def test_concurrent_stream_limit(h2proxied: H2Proxied) -> None:
     assert goaway.error_code == ErrorCodes.PROTOCOL_ERROR
     h2proxied.echo.gate.set()
     assert all(seen["path"] != "/base/one-too-many" for seen in h2proxied.echo.seen)
+
+
+async def test_protocol_error_logs_no_header_value(
+    h2proxied: H2Proxied, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A malformed header ends the connection; the log says why without quoting the value (a secret)."""
+    caplog.set_level(logging.INFO, logger="tokenrelay.proxy")
+    client = await RawH2.open(h2proxied.proxy.port, validate=False)
+    sid = client.request(b"/x", extra=[(b"authorization", b"Bearer sekrit\x00value-123")])
+    goaway = await client.wait_closed()
+    await client.close()
+    assert goaway is not None
+    assert goaway.error_code == ErrorCodes.PROTOCOL_ERROR
+    assert sid == 1
+    errors = [str(getattr(r, "error", "")) for r in caplog.records if "broke the protocol" in r.getMessage()]
+    assert errors
+    assert "header value" in errors[0]
+    assert all("sekrit" not in str(vars(record)) for record in caplog.records)

@@ -7,14 +7,17 @@ the HTTP/1.1 path sends (answers.py), whose ``code`` is the gRPC code.
 
 from __future__ import annotations
 
+import re
 from typing import NamedTuple
 
 from .. import aip193
 from ..aip193 import Code
+from ..redact import scrub
 
 Headers = list[tuple[bytes, bytes]]
 
 _PLAIN = frozenset(range(0x20, 0x7F)) - {ord("%")}
+_QUOTED = re.compile(r"b'(?:[^'\\]|\\.)*'" + r'|b"(?:[^"\\]|\\.)*"')  # bytes reprs, as h2 quotes values
 
 
 class Answer(NamedTuple):
@@ -24,6 +27,11 @@ class Answer(NamedTuple):
     body: bytes
     status: int  # the HTTP status, for the metrics
     grpc_status: int | None
+
+
+def protocol_error(exc: Exception) -> str:
+    """h2's description of a protocol error, without the header values it may quote (a peer's secrets)."""
+    return scrub(_QUOTED.sub("b'...'", str(exc)))
 
 
 def is_grpc(content_type: bytes) -> bool:

@@ -143,7 +143,7 @@ class H2Client(asyncio.Protocol):
         try:
             events = self.h2.receive_data(data)
         except ProtocolError as exc:
-            log.info("HTTP/2 client broke the protocol", extra={"error": str(exc)})
+            log.info("HTTP/2 client broke the protocol", extra={"error": h2_answers.protocol_error(exc)})
             self.flush()  # h2 has queued the GOAWAY
             self._close()
             self.relay.flusher.run()

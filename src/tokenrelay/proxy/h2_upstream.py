@@ -34,6 +34,8 @@ from h2.events import (
 from h2.exceptions import ProtocolError
 from h2.settings import SettingCodes, Settings
 
+from . import h2_answers
+
 if TYPE_CHECKING:
     from .h2_relay import Flusher
     from .upstream import Upstream
@@ -177,7 +179,7 @@ class H2Upstream(asyncio.Protocol):
         try:
             events = self.h2.receive_data(data)
         except ProtocolError as exc:
-            why = f"the upstream broke the HTTP/2 protocol: {exc}"
+            why = f"the upstream broke the HTTP/2 protocol: {h2_answers.protocol_error(exc)}"
             log.warning("upstream failed", extra={"error": why, "protocol": "h2"})
             self.flush()
             self.close(why)
