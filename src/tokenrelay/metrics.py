@@ -57,6 +57,14 @@ class ProxyMetrics:
             "new connection when a pooled one had been closed by the upstream.",
             registry=registry,
         )
+        self._streams = Counter(
+            "tokenrelay_proxy_http2_streams",
+            "HTTP/2 streams answered by the proxy (also counted in tokenrelay_proxy_requests), by the "
+            "grpc-status the client got (empty when the call is not gRPC or got none).",
+            ["grpc_status"],
+            registry=registry,
+        )
+        self._by_grpc_status: dict[int | None, Counter] = {}
 
     def request(self, code: int, duration: float) -> None:
         child = self._by_code.get(code)
@@ -67,6 +75,14 @@ class ProxyMetrics:
 
     def retry(self) -> None:
         self._retries.inc()
+
+    def stream(self, code: int, grpc_status: int | None, duration: float) -> None:
+        self.request(code, duration)
+        child = self._by_grpc_status.get(grpc_status)
+        if child is None:
+            label = "" if grpc_status is None else str(grpc_status)
+            child = self._by_grpc_status[grpc_status] = self._streams.labels(grpc_status=label)
+        child.inc()
 
 
 class Metrics:

@@ -146,6 +146,22 @@ def test_proxy_hook_counts_codes_durations_and_retries() -> None:
     assert value(registry, "tokenrelay_proxy_retries_total") == 1
 
 
+def test_proxy_hook_counts_http2_streams_by_grpc_status() -> None:
+    """HTTP/2 streams count as requests by code and, apart, by the grpc-status the client got."""
+    registry = CollectorRegistry()
+    hook = Metrics(registry).proxy
+    hook.stream(200, 0, 0.01)
+    hook.stream(200, 14, 0.01)
+    hook.stream(200, 0, 0.01)
+    hook.stream(503, None, 0.01)
+    assert value(registry, "tokenrelay_proxy_requests_total", code="200") == 3
+    assert value(registry, "tokenrelay_proxy_requests_total", code="503") == 1
+    assert value(registry, "tokenrelay_proxy_http2_streams_total", grpc_status="0") == 2
+    assert value(registry, "tokenrelay_proxy_http2_streams_total", grpc_status="14") == 1
+    assert value(registry, "tokenrelay_proxy_http2_streams_total", grpc_status="") == 1
+    assert value(registry, "tokenrelay_proxy_request_duration_seconds_count") == 4
+
+
 def test_metrics_use_only_the_injected_registry() -> None:
     """Two Metrics on two registries coexist: nothing is registered on the global default registry."""
     from prometheus_client import REGISTRY

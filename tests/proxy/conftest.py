@@ -20,6 +20,8 @@ from tokenrelay.proxy import Limits, ProxyServer
 from tokenrelay.sts import Issued
 from tokenrelay.testing import jti, make_jwt
 
+from .h2server import H2Echo
+
 ServerFactory = Callable[..., Awaitable[TestServer]]
 
 
@@ -131,12 +133,17 @@ class Observed:
 
     codes: list[int] = field(default_factory=list)
     retries: int = 0
+    grpc_statuses: list[int | None] = field(default_factory=list)
 
     def request(self, code: int, duration: float) -> None:
         self.codes.append(code)
 
     def retry(self) -> None:
         self.retries += 1
+
+    def stream(self, code: int, grpc_status: int | None, duration: float) -> None:
+        self.codes.append(code)
+        self.grpc_statuses.append(grpc_status)
 
 
 @dataclass
@@ -217,3 +224,33 @@ def body_of(response: bytes) -> dict[str, Any]:
     """The JSON body of a raw response that ends the connection."""
     parsed: dict[str, Any] = json.loads(response.split(b"\r\n\r\n", 1)[1])
     return parsed
+
+
+@pytest.fixture
+async def h2echo() -> AsyncIterator[H2Echo]:
+    echo = H2Echo()
+    await echo.start()
+    yield echo
+    await echo.stop()
+
+
+@pytest.fixture
+async def h2proxied(h2echo: H2Echo, start_proxy: StartProxy) -> H2Proxied:
+    """The proxy in front of the HTTP/2 upstream (h2c)."""
+    tokens = Tokens()
+    api_url = f"http://127.0.0.1:{h2echo.port}/base"
+    observed = Observed()
+    proxy = await start_proxy(api_url, tokens.build(api_url), observer=observed, upstream_timeout=5.0)
+    return H2Proxied(h2echo, tokens, proxy, observed)
+
+
+@dataclass
+class H2Proxied:
+    echo: H2Echo
+    tokens: Tokens
+    proxy: ProxyServer
+    observed: Observed
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.proxy.port}"

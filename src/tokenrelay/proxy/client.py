@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("tokenrelay.proxy")
 
+H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"  # RFC 9113 §3.4: an HTTP/2 client's first bytes
 REPLAY_LIMIT = 64 * 1024  # the issue's bound for a replayable body
 PENDING_LIMIT = 256 * 1024
 
@@ -145,6 +146,7 @@ class ClientConnection(asyncio.Protocol):
         self._task: asyncio.Task[None] | None = None
         self._closing = False
         self._eof = False
+        self._fresh = True  # no byte received yet: it may be an HTTP/2 client
         self.closed = False
 
     # -- asyncio.Protocol ----------------------------------------------------------------------
@@ -173,6 +175,10 @@ class ClientConnection(asyncio.Protocol):
         if not self._in_body:
             self._unparsed += len(data)
             if not self.head_started:
+                if self._fresh and data[:4] == b"PRI " and H2_PREFACE.startswith(data[:24]):
+                    self._speak_h2(data)
+                    return
+                self._fresh = False
                 self.head_started = monotonic()
         try:
             self._parser.feed_data(data)
@@ -190,6 +196,15 @@ class ClientConnection(asyncio.Protocol):
             if not self._in_body and self._unparsed > self._limits.header_bytes:
                 self._refuse(answers.headers_too_large(self._too_large()))
         self._flush()
+
+    def _speak_h2(self, data: bytes) -> None:
+        """The first bytes are the HTTP/2 client preface (RFC 9113 §3.4): h2_downstream serves the rest."""
+        from .h2_downstream import take_over  # h2 loads with the first HTTP/2 client, off the HTTP/1.1 path
+
+        assert self.transport is not None
+        self.closed = True
+        self._server.connections.discard(self)
+        take_over(self._server, self.transport, data)
 
     def eof_received(self) -> bool:
         self._eof = True

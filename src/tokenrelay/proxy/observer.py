@@ -4,7 +4,9 @@ The proxy calls an observer from its hot path, so implementations must be cheap 
 ``request`` once per answered request (the status the client got, and seconds from the end of the
 request head to the end of the answer), ``retry`` once per request sent upstream a second time
 (a 401 healed with a refreshed token, or a pooled connection that had gone stale).
-A request whose client went away before any answer is counted with status 499.
+A request whose client went away before any answer is counted with status 499. An HTTP/2 stream
+is counted by ``stream`` instead of ``request``, with the ``grpc-status`` the client got (None when
+the call is not gRPC or ended without one).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ class ProxyObserver(Protocol):
 
     def retry(self) -> None: ...
 
+    def stream(self, code: int, grpc_status: int | None, duration: float) -> None: ...
+
 
 class NullObserver:
     """The default observer: counts nothing."""
@@ -27,4 +31,7 @@ class NullObserver:
         pass
 
     def retry(self) -> None:
+        pass
+
+    def stream(self, code: int, grpc_status: int | None, duration: float) -> None:
         pass

@@ -6,6 +6,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
 
 from ..config import Settings
 from ..loopback import is_loopback
@@ -16,9 +17,22 @@ from .observer import NullObserver, ProxyObserver
 from .pool import UpstreamPool
 from .upstream import Upstream
 
+if TYPE_CHECKING:
+    from .h2_relay import H2Relay
+
 log = logging.getLogger("tokenrelay.proxy")
 
 SWEEP_SECONDS = 1.0
+
+
+class Downstream(Protocol):
+    """A client connection, HTTP/1.1 (client.py) or HTTP/2 (h2_downstream.py)."""
+
+    def sweep(self, now: float) -> None: ...
+
+    def shutdown(self) -> None: ...
+
+    def abort(self) -> None: ...
 
 
 class ProxyServer:
@@ -42,7 +56,9 @@ class ProxyServer:
         self.limits = limits = limits or Limits()
         self.observer: ProxyObserver = observer or NullObserver()
         self.pool = UpstreamPool(self.upstream, connect_timeout=limits.upstream_timeout)
-        self.connections: set[ClientConnection] = set()
+        self.connections: set[Downstream] = set()
+        self.upstream_ca = upstream_ca
+        self.h2: H2Relay | None = None  # made by the first HTTP/2 client: h2 loads only then
         self._listen = listen
         self._grace = grace
         self._allow_remote = allow_remote
@@ -112,9 +128,11 @@ class ProxyServer:
         if self._sweeper is not None:
             self._sweeper.cancel()
         self.pool.close()
+        if self.h2 is not None:
+            self.h2.close()
         self._server = None
 
-    def connection_closed(self, conn: ClientConnection) -> None:
+    def connection_closed(self, conn: Downstream) -> None:
         self.connections.discard(conn)
         if not self.connections and self._drained is not None:
             self._drained.set()
@@ -127,4 +145,6 @@ class ProxyServer:
         now = time.monotonic()
         for conn in list(self.connections):
             conn.sweep(now)
+        if self.h2 is not None:
+            self.h2.pool.sweep(now)
         self._schedule_sweep()

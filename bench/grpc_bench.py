@@ -1,0 +1,204 @@
+"""Benchmark: gRPC unary calls through tokenrelay's proxy against nginx's grpc_pass, on one nginx upstream.
+
+    bench/grpc.sh [--runs 3] [--duration 5] [--clients 1] [--streams 32]
+
+In one run: nginx serves, over h2c, a fixed gRPC answer (one empty message, ``grpc-status: 0`` in
+the trailers) to every call (a); a second nginx server block relays calls to it with ``grpc_pass``
+and a static ``grpc_set_header authorization`` (b, the anchor); tokenrelay's proxy (c) runs in its
+own process with a fixed token (proxy_bench.py's relay). h2load sends the same gRPC frame as a
+POST on ``--clients`` connections with ``--streams`` concurrent streams each; the script prints
+calls/s, p99 (from h2load's per-request log), the ratio tokenrelay/nginx, and the proxy's RSS idle
+(before any call) and after the calls (h2 loaded).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from proxy_bench import free_port, wait_port
+
+NGINX_CONF = """
+daemon off;
+master_process off;
+worker_processes 1;
+error_log {prefix}/error.log warn;
+pid {prefix}/nginx.pid;
+events {{ worker_connections 4096; }}
+http {{
+    access_log off;
+    client_body_temp_path {prefix}/body;
+    proxy_temp_path {prefix}/proxy;
+    fastcgi_temp_path {prefix}/fastcgi;
+    uwsgi_temp_path {prefix}/uwsgi;
+    scgi_temp_path {prefix}/scgi;
+    keepalive_requests 1000000;
+    upstream grpc_upstream {{ server 127.0.0.1:{upstream}; keepalive 64; }}
+    server {{
+        listen 127.0.0.1:{upstream} http2;
+        location / {{
+            root {prefix};
+            default_type application/grpc;
+            add_trailer grpc-status 0;
+            # closer to a gRPC server's answer: no static-file validators or range support
+            etag off;
+            max_ranges 0;
+            # the static module refuses POST: serve the file anyway
+            error_page 405 =200 /answer.bin;
+            try_files /answer.bin =404;
+        }}
+    }}
+    server {{
+        listen 127.0.0.1:{anchor} http2;
+        location / {{
+            grpc_pass grpc://grpc_upstream;
+            grpc_set_header authorization "Bearer static-benchmark-token";
+        }}
+    }}
+}}
+"""
+
+FRAME = b"\x00\x00\x00\x00\x00"  # one gRPC message of zero bytes (an empty protobuf message)
+PATH = "/bench.Echo/Unary"
+
+
+@contextlib.contextmanager
+def nginx(prefix: Path, upstream: int, anchor: int) -> Iterator[None]:
+    (prefix / "answer.bin").write_bytes(FRAME)
+    conf = prefix / "nginx.conf"
+    conf.write_text(NGINX_CONF.format(prefix=prefix, upstream=upstream, anchor=anchor))
+    proc = subprocess.Popen(["nginx", "-p", str(prefix), "-c", str(conf)], stderr=subprocess.DEVNULL)
+    try:
+        wait_port(upstream)
+        wait_port(anchor)
+        yield
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def h2load(port: int, args: argparse.Namespace, duration: int, tmp: Path) -> tuple[float, float]:
+    """(calls/s, p99 in ms); every call must have answered 200."""
+    log = tmp / "h2load.log"
+    log.unlink(missing_ok=True)
+    out = subprocess.run(
+        [
+            "h2load",
+            f"-c{args.clients}",
+            f"-m{args.streams}",
+            f"-D{duration}",
+            "--warm-up-time=1",
+            "-d",
+            str(tmp / "request.bin"),
+            "-H",
+            "content-type: application/grpc",
+            "-H",
+            "te: trailers",
+            f"--log-file={log}",
+            f"http://127.0.0.1:{port}{PATH}",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    rps = float(re.search(r"finished in [\d.]+\w+, ([\d.]+) req/s", out).group(1))  # type: ignore[union-attr]
+    failed = re.search(r"(\d+) failed, (\d+) errored, (\d+) timeout", out).groups()  # type: ignore[union-attr]
+    codes = re.search(r"status codes: (\d+) 2xx, (\d+) 3xx, (\d+) 4xx, (\d+) 5xx", out).groups()  # type: ignore[union-attr]
+    if set(failed) != {"0"} or set(codes[1:]) != {"0"} or codes[0] == "0":
+        raise RuntimeError(f"calls failed:\n{out}")
+    times = sorted(int(line.split("\t")[2]) for line in log.read_text().splitlines() if line)
+    p99 = times[int(len(times) * 0.99) - 1] / 1000
+    return rps, p99
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+@contextlib.contextmanager
+def relay(upstream: int, port: int) -> Iterator[int]:
+    """tokenrelay's proxy with a fixed token (proxy_bench.py's relay process); yields its pid."""
+    script = Path(__file__).with_name("proxy_bench.py")
+    command = [
+        sys.executable,
+        str(script),
+        "--serve",
+        "default",
+        "--upstream",
+        str(upstream),
+        "--port",
+        str(port),
+    ]
+    proc = subprocess.Popen(command)
+    try:
+        wait_port(port)
+        yield proc.pid
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def measure(args: argparse.Namespace) -> int:
+    if not shutil.which("nginx") or not shutil.which("h2load"):
+        print("needs nginx and h2load: apt-get install -y nginx nghttp2-client", file=sys.stderr)
+        return 2
+    ratios: list[float] = []
+    p99s: list[float] = []
+    with tempfile.TemporaryDirectory(prefix="tokenrelay-grpc-bench-") as tmp_name:
+        tmp = Path(tmp_name)
+        (tmp / "request.bin").write_bytes(b"\x00\x00\x00\x00\x05" + b"\x0a\x03abc")
+        upstream, anchor = free_port(), free_port()
+        streams = args.clients * args.streams
+        with nginx(tmp, upstream, anchor):
+            for run in range(1, args.runs + 1):
+                direct = h2load(upstream, args, args.duration, tmp)
+                print(f"run {run}: (a) upstream direct  {direct[0]:6.0f} calls/s  p99 {direct[1]:6.2f} ms")
+                nginx_rps, nginx_p99 = h2load(anchor, args, args.duration, tmp)
+                print(f"run {run}: (b) nginx grpc_pass  {nginx_rps:6.0f} calls/s  p99 {nginx_p99:6.2f} ms")
+                port = free_port()
+                with relay(upstream, port) as pid:
+                    idle = rss_mib(pid)
+                    h2load(port, args, 1, tmp)  # warm up: upstream connection open, code paths hot
+                    rps, p99 = h2load(port, args, args.duration, tmp)
+                    loaded = rss_mib(pid)
+                ratio = rps / nginx_rps
+                ratios.append(ratio)
+                p99s.append(p99)
+                print(
+                    f"run {run}: (c) tokenrelay       {rps:6.0f} calls/s  p99 {p99:6.2f} ms  "
+                    f"ratio tokenrelay/nginx {ratio:.3f}  RSS idle {idle:.1f} MiB, after {loaded:.1f} MiB"
+                )
+    print()
+    print(
+        f"{streams} streams: ratio tokenrelay/nginx median {statistics.median(ratios):.3f} "
+        f"(min {min(ratios):.3f}, max {max(ratios):.3f}); "
+        f"tokenrelay p99 median {statistics.median(p99s):.2f} ms "
+        f"({len(ratios)} runs; targets >= 0.30, <= 5 ms)"
+    )
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--duration", type=int, default=5)
+    parser.add_argument("--clients", type=int, default=1, help="h2load connections")
+    parser.add_argument("--streams", type=int, default=32, help="concurrent streams per connection")
+    return measure(parser.parse_args())
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    sys.exit(main())

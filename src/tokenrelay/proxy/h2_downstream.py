@@ -1,0 +1,410 @@
+"""A client connection speaking cleartext HTTP/2 (prior knowledge): gRPC and other HTTP/2 clients.
+
+client.py hands the transport over when a connection's first bytes are the HTTP/2 client preface.
+Every stream is relayed to the one upstream (h2_stream.py) with the current token; ``:authority``
+and ``:scheme`` are the upstream's, whatever the client sent, and CONNECT is refused.
+
+The limits of a server facing the internet (values in docs/proxy.md): at most MAX_STREAMS streams at
+once and a header list of at most Limits.header_bytes (HPACK bombs end at the decoder); per second, at
+most FLOOD_LIMIT control frames (SETTINGS, PING, their ACKs, PRIORITY, empty DATA, unknown types) and
+RESET_LIMIT streams reset by the client (rapid reset, CVE-2023-44487): beyond either, GOAWAY
+ENHANCE_YOUR_CALM.
+While the client does not read its answers, the proxy stops reading from it, so the replies to its
+control frames cannot pile up either.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import ssl
+from time import monotonic
+from typing import TYPE_CHECKING, cast
+
+from h2.config import H2Configuration
+from h2.connection import H2Connection
+from h2.errors import ErrorCodes
+from h2.events import (
+    ConnectionTerminated,
+    DataReceived,
+    Event,
+    PingAckReceived,
+    PingReceived,
+    PriorityUpdated,
+    RemoteSettingsChanged,
+    RequestReceived,
+    SettingsAcknowledged,
+    StreamEnded,
+    StreamReset,
+    TrailersReceived,
+    UnknownFrameReceived,
+    WindowUpdated,
+)
+from h2.exceptions import ProtocolError
+from h2.settings import SettingCodes, Settings
+from hyperframe.frame import GoAwayFrame
+
+from ..errors import TokenUnavailable
+from . import h2_answers
+from .h2_answers import Headers
+from .h2_relay import H2Relay
+from .h2_stream import Stream
+from .h2_upstream import GoawayKeepsStreams
+
+if TYPE_CHECKING:
+    from .server import ProxyServer
+
+log = logging.getLogger("tokenrelay.proxy")
+
+MAX_STREAMS = 100
+STREAM_WINDOW = 256 * 1024  # what a client may send ahead on one stream
+CONNECTION_WINDOW = 1024 * 1024  # ... and on all its streams together
+FLOOD_LIMIT = 1000  # control frames per second
+RESET_LIMIT = 2 * MAX_STREAMS  # streams reset by the client per second
+
+# RFC 9113 §8.2.2: connection-specific fields never cross; h2 already refuses them from the client,
+# this also keeps Host and the client's Authorization (replaced by the token) from the upstream.
+_DROP = frozenset(
+    {b"connection", b"keep-alive", b"proxy-connection", b"transfer-encoding", b"upgrade", b"host"}
+    | {b"authorization", b"te"}
+)
+
+
+# Frames that carry no request: a client sending thousands of them is flooding (CVE-2019-9512, -9515).
+_CONTROL = (
+    PingReceived,
+    PingAckReceived,
+    RemoteSettingsChanged,
+    SettingsAcknowledged,
+    PriorityUpdated,
+    UnknownFrameReceived,
+)
+
+
+def take_over(server: ProxyServer, transport: asyncio.Transport, data: bytes) -> None:
+    """Serve ``transport``, whose first bytes ``data`` began with the HTTP/2 client preface."""
+    if server.h2 is None:
+        server.h2 = H2Relay(server)
+    conn = H2Client(server, server.h2)
+    transport.set_protocol(conn)
+    conn.connection_made(transport)
+    server.connections.add(conn)
+    conn.data_received(data)
+
+
+class H2Client(asyncio.Protocol):
+    """Serves one HTTP/2 client connection."""
+
+    def __init__(self, server: ProxyServer, relay: H2Relay) -> None:
+        self.server = server
+        self.relay = relay
+        self.limits = server.limits
+        # headers are validated once, as they arrive (from the client here, from the upstream there)
+        config = H2Configuration(
+            client_side=False,
+            header_encoding=None,
+            validate_outbound_headers=False,
+            normalize_outbound_headers=False,
+        )
+        h2 = self.h2 = H2Connection(config)
+        h2.state_machine = GoawayKeepsStreams()
+        h2.local_settings = Settings(
+            client=False,
+            initial_values={
+                SettingCodes.MAX_CONCURRENT_STREAMS: MAX_STREAMS,
+                SettingCodes.INITIAL_WINDOW_SIZE: STREAM_WINDOW,
+                SettingCodes.MAX_HEADER_LIST_SIZE: self.limits.header_bytes,
+            },
+        )
+        # h2 applies the setting once the client acknowledges it; an HPACK bomb may come before
+        h2.decoder.max_header_list_size = self.limits.header_bytes
+        self.transport: asyncio.Transport | None = None
+        self.streams: dict[int, Stream] = {}
+        self.closed = False
+        self.paused = False  # the client does not read: its socket buffer is full
+        self.draining = False  # GOAWAY sent: finish the streams in flight, refuse new ones
+        self.last_sid = 0
+        self.idle_since = monotonic()
+        self.frames = 0  # control frames since the last sweep
+        self.resets = 0  # streams the client reset since the last sweep
+        self.dirty = False
+
+    # -- asyncio.Protocol ------------------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's transports do not subclass it
+        self.h2.initiate_connection()
+        self.h2.increment_flow_control_window(CONNECTION_WINDOW - 65535)
+        self.mark()
+
+    def data_received(self, data: bytes) -> None:
+        if self.closed:
+            return
+        try:
+            events = self.h2.receive_data(data)
+        except ProtocolError as exc:
+            log.info("HTTP/2 client broke the protocol", extra={"error": h2_answers.protocol_error(exc)})
+            self.flush()  # h2 has queued the GOAWAY
+            self._close()
+            self.relay.flusher.run()
+            return
+        for event in events:
+            self._handle(event)
+        if self.frames > FLOOD_LIMIT or self.resets > RESET_LIMIT:
+            self._calm("control frame flood" if self.frames > FLOOD_LIMIT else "rapid reset")
+        self.mark()
+        self.relay.flusher.run()
+
+    def eof_received(self) -> bool:
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.server.connection_closed(self)
+        for stream in list(self.streams.values()):
+            stream.cancel()
+        self.relay.flusher.run()
+
+    def pause_writing(self) -> None:
+        self.paused = True
+        if self.transport is not None:
+            self.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        self.paused = False
+        if self.transport is not None and not self.closed:
+            self.transport.resume_reading()
+        for stream in list(self.streams.values()):
+            stream.pump_down()
+        self.relay.flusher.run()
+
+    # -- what the streams call ---------------------------------------------------------------------------
+
+    def send_headers(self, sid: int, headers: Headers, end: bool) -> bool:
+        """False when the client has closed the stream meanwhile."""
+        try:
+            self.h2.send_headers(sid, headers, end_stream=end)
+        except ProtocolError:
+            return False
+        self.mark()
+        return True
+
+    def ack(self, sid: int, size: int) -> None:
+        if size and not self.closed:
+            self.h2.acknowledge_received_data(size, sid)
+            self.mark()
+
+    def reset(self, sid: int, code: int) -> None:
+        if not self.closed:
+            try:
+                self.h2.reset_stream(sid, code)
+            except ProtocolError:
+                return  # already closed
+            self.mark()
+
+    def stream_done(self, stream: Stream, code: int) -> None:
+        self.streams.pop(stream.sid, None)
+        grpc_status = stream.grpc_status
+        if grpc_status is None and stream.grpc and code == 499:
+            grpc_status = 1  # CANCELLED: the client went away
+        self.server.observer.stream(code, grpc_status, monotonic() - stream.started)
+        if not self.streams:
+            self.idle_since = monotonic()
+            if self.draining:
+                self._close()
+
+    async def dispatch(self, stream: Stream, *, reject: bool) -> None:
+        """The slow path: wait for a token or an upstream connection, then send the stream on."""
+        relay = self.relay
+        bearer = self.server.bearer
+        try:
+            if reject and stream.token is not None:
+                token, line = await bearer.reject(stream.token)
+            else:
+                token, line = bearer.current() or await bearer.get()
+            up = relay.pool.take() or await relay.pool.get()
+        except TokenUnavailable as exc:
+            stream.task = None
+            log.warning("no token to forward with", extra={"error": exc.message, "protocol": "h2"})
+            stream.answer(h2_answers.token_unavailable(stream.grpc, exc.message))
+        except TimeoutError:
+            stream.task = None
+            stream.answer(h2_answers.upstream_timeout(stream.grpc, self.limits.upstream_timeout))
+        except OSError as exc:
+            stream.task = None
+            upstream = self.server.upstream
+            message = f"cannot reach the upstream {upstream.host}:{upstream.port}: {exc.strerror or exc}"
+            if isinstance(exc, ssl.SSLCertVerificationError):
+                message += "; if it uses a private CA, pass its bundle with --upstream-ca"
+            log.warning("upstream unreachable", extra={"error": message, "protocol": "h2"})
+            stream.answer(h2_answers.unreachable(stream.grpc, message))
+        else:
+            stream.task = None
+            if not stream.done:
+                stream.bind(up, token, line[len(b"Authorization: ") : -2])
+        relay.flusher.run()
+
+    # -- what the server calls ----------------------------------------------------------------------------
+
+    def sweep(self, now: float) -> None:
+        self.frames = self.resets = 0
+        if self.closed:
+            return
+        timeout = self.limits.upstream_timeout
+        for stream in list(self.streams.values()):
+            stream.sweep(now, timeout)
+        if not self.streams and now - self.idle_since > self.limits.idle_timeout:
+            self.shutdown()
+        self.relay.flusher.run()
+
+    def shutdown(self) -> None:
+        """GOAWAY: the streams in flight finish, new ones are refused; close once none is left."""
+        if self.closed or self.draining:
+            return
+        self.draining = True
+        self.last_sid = self.h2.highest_inbound_stream_id
+        # h2.close_connection would also stop the streams in flight from sending anything more
+        goaway = GoAwayFrame(0)
+        goaway.last_stream_id = self.last_sid
+        goaway.error_code = ErrorCodes.NO_ERROR
+        self.flush()
+        assert self.transport is not None
+        self.transport.write(goaway.serialize())
+        if not self.streams:
+            self._close()
+
+    def abort(self) -> None:
+        self.closed = True
+        if self.transport is not None:
+            self.transport.abort()
+
+    # -- frames --------------------------------------------------------------------------------------------
+
+    def _handle(self, event: Event) -> None:
+        if isinstance(event, DataReceived):
+            sid = event.stream_id or 0
+            stream = self.streams.get(sid)
+            data = event.data or b""
+            if not data and event.stream_ended is None:
+                self.frames += 1
+            if stream is None:
+                self.ack(sid, event.flow_controlled_length or 0)
+            else:
+                if event.stream_ended is not None:
+                    stream.complete = True  # END_STREAM then rides on the last DATA frame upstream
+                stream.client_data(data, event.flow_controlled_length or 0)
+        elif isinstance(event, RequestReceived):
+            self._request(event.stream_id or 0, event.headers, event.stream_ended is not None)
+        elif isinstance(event, StreamEnded):
+            stream = self.streams.get(event.stream_id or 0)
+            if stream is not None:
+                stream.client_end()
+        elif isinstance(event, WindowUpdated):
+            if event.stream_id:
+                stream = self.streams.get(event.stream_id)
+                if stream is not None:
+                    stream.pump_down()
+            else:
+                for stream in list(self.streams.values()):
+                    stream.pump_down()
+        elif isinstance(event, TrailersReceived):
+            stream = self.streams.get(event.stream_id or 0)
+            if stream is not None:
+                stream.client_trailers(event.headers)
+        elif isinstance(event, StreamReset):
+            stream = self.streams.get(event.stream_id or 0)
+            if stream is not None:
+                self.resets += 1
+                stream.cancel()
+        elif isinstance(event, _CONTROL):
+            self.frames += 1
+        elif isinstance(event, ConnectionTerminated):
+            if event.error_code:
+                self._close()
+            else:  # the client opens no more streams; the ones in flight still get their answers
+                self.draining = True
+                self.last_sid = self.h2.highest_inbound_stream_id
+                if not self.streams:
+                    self._close()
+
+    def _request(self, sid: int, headers: Headers, ended: bool) -> None:
+        if self.draining and sid > self.last_sid:
+            self.reset(sid, ErrorCodes.REFUSED_STREAM)
+            return
+        method = path = content_type = b""
+        kept: Headers = []
+        for name, value in headers:
+            if name[:1] == b":":
+                if name == b":method":
+                    method = value
+                elif name == b":path":
+                    path = value
+                continue  # :authority and :scheme are the upstream's; :protocol comes only with CONNECT
+            if name in _DROP or name.startswith(b"proxy-"):
+                if name == b"te" and value.lower() == b"trailers":
+                    kept.append((name, b"trailers"))
+                continue
+            if name == b"content-type":
+                content_type = value
+            kept.append((name, value))
+        stream = Stream(self, sid, h2_answers.is_grpc(content_type))
+        stream.complete = ended
+        self.streams[sid] = stream
+        grpc = stream.grpc
+        if method == b"CONNECT":
+            stream.answer(h2_answers.method_not_allowed(grpc))
+            return
+        if path[:1] != b"/":
+            stream.answer(
+                h2_answers.bad_request(
+                    grpc,
+                    "the :path names no origin-form target: tokenrelay's proxy only forwards to its "
+                    "--api-url; send paths such as /v1/things",
+                )
+            )
+            return
+        if len(kept) > self.limits.header_count:
+            message = f"more than {self.limits.header_count} request header fields"
+            stream.answer(h2_answers.headers_too_large(grpc, message))
+            return
+        relay = self.relay
+        stream.headers = [
+            (b":method", method),
+            (b":scheme", relay.scheme),
+            (b":authority", relay.authority),
+            (b":path", relay.base_path + path),
+            *kept,
+        ]
+        held = self.server.bearer.current()
+        up = relay.pool.take() if held is not None else None
+        if held is not None and up is not None:
+            token, line = held
+            stream.bind(up, token, line[len(b"Authorization: ") : -2])
+        else:
+            stream.task = asyncio.ensure_future(self.dispatch(stream, reject=False))
+
+    # -- writing and closing -------------------------------------------------------------------------------
+
+    def mark(self) -> None:
+        if not self.dirty:
+            self.dirty = True
+            self.relay.flusher.dirty.append(self)
+
+    def flush(self) -> None:
+        self.dirty = False
+        data = self.h2.data_to_send()
+        if data and self.transport is not None and not self.closed:
+            self.transport.write(data)
+
+    def _calm(self, what: str) -> None:
+        log.warning("HTTP/2 client refused", extra={"error": what})
+        self.h2.close_connection(ErrorCodes.ENHANCE_YOUR_CALM, what.encode())
+        self.flush()
+        self._close()
+
+    def _close(self) -> None:
+        if not self.closed and self.transport is not None:
+            self.flush()
+            self.closed = True
+            self.transport.close()
+            self.server.connection_closed(self)

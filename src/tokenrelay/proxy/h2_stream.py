@@ -1,0 +1,363 @@
+"""One HTTP/2 stream relayed from a client to the upstream, with the token, and its answer back.
+
+Each direction keeps a queue of DATA not yet sent on: bytes wait there while the receiving side's
+flow-control window is closed, and the sending side's window is reopened (the bytes acknowledged)
+only once they have gone on. Memory per stream is thereby bounded by the windows the proxy grants.
+
+Up to REPLAY_LIMIT bytes of the request body are kept so that the request can be sent again: once,
+with a refreshed token, when the upstream answers 401 or a trailers-only ``grpc-status: 16`` before
+anything went to the client; or when the upstream refused the stream unprocessed (GOAWAY, REFUSED_STREAM).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from time import monotonic
+from typing import TYPE_CHECKING
+
+from h2.errors import ErrorCodes
+from h2.exceptions import ProtocolError
+
+from ..token import Token
+from . import h2_answers
+from .h2_answers import Answer, Headers
+
+if TYPE_CHECKING:
+    from .h2_downstream import H2Client
+    from .h2_upstream import H2Upstream
+
+log = logging.getLogger("tokenrelay.proxy")
+
+REPLAY_LIMIT = 64 * 1024  # the issue's bound for a replayable body, as on HTTP/1.1
+# RFC 9113 §8.2.2: never forwarded (h2 refuses them from clients; from the upstream they are dropped)
+CONNECTION_SPECIFIC = frozenset(
+    {b"connection", b"keep-alive", b"proxy-connection", b"transfer-encoding", b"upgrade", b"te"}
+)
+
+
+def _answer_headers(headers: Headers) -> Headers:
+    return [(name, value) for name, value in headers if name not in CONNECTION_SPECIFIC]
+
+
+UNAUTHENTICATED = 16
+
+
+class Stream:
+    """A client's stream and the upstream stream it is relayed on."""
+
+    __slots__ = (
+        "complete",
+        "done",
+        "down",
+        "down_end",
+        "down_trailers",
+        "grpc",
+        "grpc_status",
+        "headers",
+        "replay",
+        "replay_size",
+        "resent",
+        "sid",
+        "started",
+        "status",
+        "task",
+        "to_down",
+        "to_up",
+        "token",
+        "up",
+        "up_ended",
+        "up_sid",
+        "up_trailers",
+        "waiting_since",
+    )
+
+    def __init__(self, down: H2Client, sid: int, grpc: bool) -> None:
+        self.down = down
+        self.sid = sid
+        self.grpc = grpc
+        self.started = monotonic()
+        self.headers: Headers = []  # for the upstream, without Authorization
+        self.up: H2Upstream | None = None
+        self.up_sid = 0
+        self.complete = False  # the client ended its side
+        self.to_up: deque[tuple[bytes, bool]] = deque()  # (bytes, acknowledge to the client once sent)
+        self.up_trailers: Headers | None = None
+        self.up_ended = False  # END_STREAM went upstream
+        self.replay: list[bytes] | None = []  # the body so far, while it fits in REPLAY_LIMIT
+        self.replay_size = 0
+        self.resent = False
+        self.token: Token | None = None
+        self.task: asyncio.Future[None] | None = None
+        self.status = 0  # the HTTP status the client got; 0 while nothing was sent
+        self.grpc_status: int | None = None
+        self.to_down: deque[bytes] = deque()
+        self.down_trailers: Headers | None = None
+        self.down_end = False  # the answer ended; END_STREAM goes once to_down is empty
+        self.done = False
+        self.waiting_since = 0.0  # sent in full, waiting for the answer's head
+
+    # -- from the client ---------------------------------------------------------------------------
+
+    def client_data(self, data: bytes, flow: int) -> None:
+        if flow > len(data):
+            self.down.ack(self.sid, flow - len(data))  # padding: nothing to pass on
+        if not data:
+            return
+        replay = self.replay
+        if replay is not None:
+            size = self.replay_size + len(data)
+            if size <= REPLAY_LIMIT:
+                replay.append(data)
+                self.replay_size = size
+            else:
+                self.replay = None
+        self.to_up.append((data, True))
+        self.pump_up()
+
+    def client_trailers(self, headers: Headers) -> None:
+        self.up_trailers = [(name, value) for name, value in headers if not name.startswith(b":")]
+
+    def client_end(self) -> None:
+        self.complete = True
+        self.pump_up()
+
+    def cancel(self) -> None:
+        """The client reset the stream, or went away."""
+        if self.done:
+            return
+        self.done = True
+        if self.task is not None:
+            self.task.cancel()
+            self.task = None
+        self._drop_up(reset=True)
+        self.down.stream_done(self, self.status or 499)
+
+    # -- towards the upstream -----------------------------------------------------------------------
+
+    def bind(self, up: H2Upstream, token: Token, authorization: bytes) -> None:
+        self.token = token
+        self.up = up
+        end = self.complete and not self.to_up and self.up_trailers is None
+        self.up_sid = up.open(self, [*self.headers, (b"authorization", authorization)], end)
+        if end:
+            self.up_ended = True
+            self.waiting_since = monotonic()
+        else:
+            self.pump_up()
+
+    def pump_up(self) -> None:
+        up = self.up
+        if up is None or up.paused or up.closed or self.up_ended:
+            return
+        h2 = up.h2
+        sid = self.up_sid
+        to_up = self.to_up
+        try:
+            while to_up:
+                room = min(h2.local_flow_control_window(sid), h2.max_outbound_frame_size)
+                if room <= 0:
+                    break
+                data, ack = to_up[0]
+                if len(data) > room:
+                    to_up[0] = (data[room:], ack)
+                    data = data[:room]
+                else:
+                    to_up.popleft()
+                last = not to_up and self.complete and self.up_trailers is None
+                h2.send_data(sid, data, end_stream=last)
+                if ack:
+                    self.down.ack(self.sid, len(data))
+                if last:
+                    self.up_ended = True
+                    if not self.status:
+                        self.waiting_since = monotonic()
+            if not to_up and self.complete and not self.up_ended:
+                if self.up_trailers is not None:
+                    h2.send_headers(sid, self.up_trailers, end_stream=True)
+                else:
+                    h2.end_stream(sid)
+                self.up_ended = True
+                if not self.status:
+                    self.waiting_since = monotonic()
+        except ProtocolError:
+            # the upstream closed its stream: what the client still sends has nowhere to go
+            self.up_ended = True
+            self._ack_unsent()
+        up.mark()
+
+    # -- from the upstream ----------------------------------------------------------------------------
+
+    def on_response(self, headers: Headers, ended: bool) -> None:
+        self.waiting_since = 0.0
+        status = 0
+        for name, value in headers:
+            if name == b":status":
+                status = int(value)
+                break
+        if self._may_heal() and (
+            status == 401 or (ended and h2_answers.grpc_status(headers) == UNAUTHENTICATED)
+        ):
+            self._drop_up(reset=not ended)
+            token = self.token
+            log.info(
+                "upstream refused the token; retrying with a refreshed one",
+                extra={"fingerprint": token.fingerprint if token else None, "protocol": "h2"},
+            )
+            self._resend(reject=True)
+            return
+        self.status = status
+        self.replay = None  # the answer has begun: the request will not be sent again
+        if ended:
+            self.grpc_status = h2_answers.grpc_status(headers)
+        if not self.down.send_headers(self.sid, _answer_headers(headers), ended):
+            self.cancel()
+        elif ended:
+            self._finish()
+
+    def on_data(self, data: bytes, flow: int, ended: bool) -> None:
+        if flow > len(data) and self.up is not None:
+            self.up.ack(self.up_sid, flow - len(data))
+        if data:
+            self.to_down.append(data)
+            self.down_end = ended  # END_STREAM then rides on the last DATA frame to the client
+            self.pump_down()
+
+    def on_trailers(self, headers: Headers) -> None:
+        self.grpc_status = h2_answers.grpc_status(headers)
+        self.down_trailers = _answer_headers(headers)
+
+    def on_end(self) -> None:
+        if self.done or not self.status or self.down_end:
+            return
+        self.down_end = True
+        self.pump_down()
+
+    def on_reset(self, code: int) -> None:
+        """The upstream reset the stream (the connection has already forgotten it)."""
+        self.up = None
+        if self.done:
+            return
+        if code == ErrorCodes.REFUSED_STREAM and not self.status and self._may_resend():
+            self._resend(reject=False)
+            return
+        self._reset_down(code)
+
+    def on_lost(self, message: str, unprocessed: bool) -> None:
+        """The upstream connection went away, or refused the stream unprocessed."""
+        self.up = None
+        if self.done:
+            return
+        if unprocessed and not self.status and self._may_resend():
+            self._resend(reject=False)
+        elif not self.status:
+            log.warning("upstream failed", extra={"error": message, "protocol": "h2"})
+            self.answer(h2_answers.upstream_failed(self.grpc, message))
+        else:
+            self._reset_down(ErrorCodes.INTERNAL_ERROR)
+
+    # -- towards the client -----------------------------------------------------------------------------
+
+    def pump_down(self) -> None:
+        down = self.down
+        if down.paused or self.done:
+            return
+        h2 = down.h2
+        sid = self.sid
+        to_down = self.to_down
+        try:
+            while to_down:
+                room = min(h2.local_flow_control_window(sid), h2.max_outbound_frame_size)
+                if room <= 0:
+                    break
+                data = to_down[0]
+                if len(data) > room:
+                    to_down[0] = data[room:]
+                    data = data[:room]
+                else:
+                    to_down.popleft()
+                last = not to_down and self.down_end and self.down_trailers is None
+                h2.send_data(sid, data, end_stream=last)
+                if self.up is not None:
+                    self.up.ack(self.up_sid, len(data))
+                if last:
+                    self._finish()
+                    return
+            if not to_down and self.down_end:
+                if self.down_trailers is not None:
+                    h2.send_headers(sid, self.down_trailers, end_stream=True)
+                else:
+                    h2.end_stream(sid)
+                self._finish()
+        except ProtocolError:
+            self.cancel()  # the client closed the stream
+            return
+        down.mark()
+
+    def answer(self, answer: Answer) -> None:
+        """The proxy's own answer (a refusal or an upstream failure), or a reset once the answer began."""
+        if self.done:
+            return
+        if self.status:
+            self._reset_down(ErrorCodes.INTERNAL_ERROR)
+            return
+        self.status = answer.status
+        self.grpc_status = answer.grpc_status
+        if not self.down.send_headers(self.sid, answer.headers, not answer.body):
+            self.cancel()
+        elif answer.body:
+            self.to_down.append(answer.body)
+            self.down_end = True
+            self.pump_down()
+        else:
+            self._finish()
+
+    def sweep(self, now: float, timeout: float) -> None:
+        if self.waiting_since and not self.status and now - self.waiting_since > timeout:
+            self.waiting_since = 0.0
+            self._drop_up(reset=True)
+            log.warning("upstream timed out", extra={"timeout": timeout, "protocol": "h2"})
+            self.answer(h2_answers.upstream_timeout(self.grpc, timeout))
+
+    # -- helpers ----------------------------------------------------------------------------------------
+
+    def _may_resend(self) -> bool:
+        return not self.resent and self.replay is not None and not self.down.closed
+
+    def _may_heal(self) -> bool:
+        return self.complete and self._may_resend()
+
+    def _resend(self, *, reject: bool) -> None:
+        assert self.replay is not None
+        self.resent = True
+        self._ack_unsent()
+        self.to_up = deque((data, False) for data in self.replay)
+        self.up_ended = False
+        self.waiting_since = 0.0
+        self.down.server.observer.retry()
+        self.task = asyncio.ensure_future(self.down.dispatch(self, reject=reject))
+
+    def _ack_unsent(self) -> None:
+        """Give the client back the window of body bytes that will never be sent on."""
+        size = sum(len(data) for data, ack in self.to_up if ack)
+        self.to_up.clear()
+        self.down.ack(self.sid, size)
+
+    def _drop_up(self, *, reset: bool) -> None:
+        up = self.up
+        if up is not None:
+            self.up = None
+            up.forget(self.up_sid, reset)
+
+    def _reset_down(self, code: int) -> None:
+        self.down.reset(self.sid, code)
+        self.cancel()
+
+    def _finish(self) -> None:
+        """The answer went out in full."""
+        self.done = True
+        self._drop_up(reset=not self.up_ended)
+        if not self.complete:  # RFC 9113 §8.1: the rest of the request is not needed
+            self.down.reset(self.sid, ErrorCodes.NO_ERROR)
+        self.down.stream_done(self, self.status)

@@ -1,0 +1,201 @@
+"""The HTTP/2 side facing hostile clients: h2spec-style protocol errors, floods, rapid reset, HPACK bombs."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import pytest
+from h2.errors import ErrorCodes
+from hyperframe.frame import DataFrame, HeadersFrame, PingFrame, RstStreamFrame, SettingsFrame
+
+from .conftest import H2Proxied
+from .h2client import RawH2
+
+PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+
+def headers_frame(
+    client: RawH2, sid: int, path: bytes = b"/x", *, end: bool = True, extra: bytes = b""
+) -> bytes:
+    block = client.h2.encoder.encode(
+        [(b":method", b"GET"), (b":scheme", b"http"), (b":authority", b"proxy"), (b":path", path)]
+    )
+    frame = HeadersFrame(sid, data=block + extra)
+    frame.flags.add("END_HEADERS")
+    if end:
+        frame.flags.add("END_STREAM")
+    return frame.serialize()
+
+
+async def still_serves(h2proxied: H2Proxied) -> None:
+    """A new, polite client is served normally."""
+    client = await RawH2.open(h2proxied.proxy.port)
+    answer = await client.answer(client.request(b"/after"))
+    await client.close()
+    assert answer.headers[b":status"] == b"200"
+
+
+def frame(kind: int, flags: int, sid: int, payload: bytes) -> bytes:
+    """One frame as bytes, unchecked (hyperframe refuses to build the broken ones)."""
+    return len(payload).to_bytes(3, "big") + bytes((kind, flags)) + sid.to_bytes(4, "big") + payload
+
+
+DATA, SETTINGS, RST_STREAM, PING, WINDOW_UPDATE = 0, 4, 3, 6, 8
+
+
+@pytest.mark.parametrize(
+    ("case", "data", "code"),
+    [
+        ("DATA on stream 0", frame(DATA, 0, 0, b"x"), ErrorCodes.PROTOCOL_ERROR),
+        (
+            "WINDOW_UPDATE of 0 on the connection",
+            frame(WINDOW_UPDATE, 0, 0, bytes(4)),
+            ErrorCodes.PROTOCOL_ERROR,
+        ),
+        (
+            "frame beyond SETTINGS_MAX_FRAME_SIZE",
+            frame(DATA, 0, 1, b"x" * 20000),
+            ErrorCodes.FRAME_SIZE_ERROR,
+        ),
+        (
+            "SETTINGS_INITIAL_WINDOW_SIZE above 2^31-1",
+            frame(SETTINGS, 0, 0, b"\x00\x04" + (2**31).to_bytes(4, "big")),
+            ErrorCodes.FLOW_CONTROL_ERROR,
+        ),
+        ("PING with a stream id", frame(PING, 0, 1, b"12345678"), ErrorCodes.PROTOCOL_ERROR),
+        ("PING of the wrong length", frame(PING, 0, 0, b"1234"), ErrorCodes.FRAME_SIZE_ERROR),
+        ("RST_STREAM on an idle stream", frame(RST_STREAM, 0, 5, bytes(4)), ErrorCodes.PROTOCOL_ERROR),
+    ],
+    ids=lambda value: value if isinstance(value, str) else "",
+)
+async def test_protocol_errors_end_the_connection_with_goaway(
+    h2proxied: H2Proxied, case: str, data: bytes, code: ErrorCodes
+) -> None:
+    """A frame RFC 9113 forbids: GOAWAY with the error code it names, the connection closed, others served."""
+    client = await RawH2.open(h2proxied.proxy.port)
+    client.write(data)
+    goaway = await client.wait_closed()
+    await client.close()
+    assert goaway is not None, case
+    assert goaway.error_code == code, case
+    await still_serves(h2proxied)
+
+
+async def test_bad_headers_are_refused(h2proxied: H2Proxied) -> None:
+    """Uppercase names, connection-specific fields and even stream ids from a client are protocol errors."""
+    for extra, sid in [
+        (b"\x00\x0aX-Uppercase\x01v", 1),
+        (b"\x00\x0aconnection\x0akeep-alive", 1),
+        (b"", 2),
+    ]:
+        client = await RawH2.open(h2proxied.proxy.port)
+        client.write(headers_frame(client, sid, extra=extra))
+        goaway = await client.wait_closed()
+        await client.close()
+        assert goaway is not None
+        assert goaway.error_code == ErrorCodes.PROTOCOL_ERROR
+    assert h2proxied.echo.seen == []
+
+
+async def test_broken_preface_is_refused(h2proxied: H2Proxied) -> None:
+    """Bytes that begin like the client preface but are not: the connection is closed, nothing forwarded."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", h2proxied.proxy.port)
+    writer.write(b"PRI * HTTP/2.0\r\n\r\nXX\r\n\r\n")
+    await asyncio.wait_for(reader.read(-1), 10)
+    writer.close()
+    assert h2proxied.echo.seen == []
+
+
+@pytest.mark.parametrize("kind", ["PING", "SETTINGS", "empty DATA"])
+async def test_control_frame_floods_get_enhance_your_calm(h2proxied: H2Proxied, kind: str) -> None:
+    """Thousands of PING, SETTINGS or empty DATA frames: GOAWAY ENHANCE_YOUR_CALM, then the close."""
+    client = await RawH2.open(h2proxied.proxy.port)
+    if kind == "PING":
+        one = PingFrame(0, opaque_data=b"12345678").serialize()
+    elif kind == "SETTINGS":
+        one = SettingsFrame(0, {3: 100}).serialize()
+    else:
+        client.write(headers_frame(client, 1, b"/slow", end=False))
+        one = DataFrame(1, data=b"").serialize()
+    client.write(one * 5000)
+    goaway = await client.wait_closed()
+    await client.close()
+    assert goaway is not None
+    assert goaway.error_code == ErrorCodes.ENHANCE_YOUR_CALM
+    await still_serves(h2proxied)
+
+
+async def test_rapid_reset_gets_enhance_your_calm(h2proxied: H2Proxied) -> None:
+    """CVE-2023-44487: streams opened and reset at once, by the thousand: GOAWAY; the upstream is spared."""
+    client = await RawH2.open(h2proxied.proxy.port)
+    burst = b"".join(
+        headers_frame(client, sid, b"/slow") + RstStreamFrame(sid, error_code=ErrorCodes.CANCEL).serialize()
+        for sid in range(1, 2 * 1000, 2)
+    )
+    client.write(burst)
+    goaway = await client.wait_closed()
+    await client.close()
+    assert goaway is not None
+    assert goaway.error_code == ErrorCodes.ENHANCE_YOUR_CALM
+    await still_serves(h2proxied)
+    assert len(h2proxied.echo.seen) < 300  # most reset streams never reached the upstream
+
+
+async def test_hpack_bomb_is_refused(h2proxied: H2Proxied) -> None:
+    """A small header block that decodes to far more than the header list limit ends the connection."""
+    client = await RawH2.open(h2proxied.proxy.port, validate=False)
+    # one 4 KiB field in the dynamic table, then referenced by its one-byte index again and again
+    block = client.h2.encoder.encode(
+        [
+            (b":method", b"GET"),
+            (b":scheme", b"http"),
+            (b":authority", b"p"),
+            (b":path", b"/x"),
+            (b"x-bomb", b"b" * 4000),
+        ]
+    )
+    frame = HeadersFrame(1, data=block + b"\xbe" * 1000)  # 0xbe: dynamic-table index 62, the x-bomb field
+    frame.flags.add("END_HEADERS")
+    frame.flags.add("END_STREAM")
+    client.write(frame.serialize())
+    goaway = await client.wait_closed()
+    await client.close()
+    assert goaway is not None
+    assert goaway.error_code == ErrorCodes.ENHANCE_YOUR_CALM
+    assert h2proxied.echo.seen == []
+    await still_serves(h2proxied)
+
+
+async def test_concurrent_stream_limit(h2proxied: H2Proxied) -> None:
+    """The proxy announces 100 concurrent streams and holds a client to it."""
+    client = await RawH2.open(h2proxied.proxy.port)
+    sids = [client.request(b"/slow") for _ in range(100)]
+    while client.h2.remote_settings.max_concurrent_streams != 100:
+        client.changed.clear()
+        await asyncio.wait_for(client.changed.wait(), 10)
+    client.write(headers_frame(client, sids[-1] + 2, b"/one-too-many"))
+    goaway = await client.wait_closed()
+    await client.close()
+    assert goaway is not None
+    assert goaway.error_code == ErrorCodes.PROTOCOL_ERROR
+    h2proxied.echo.gate.set()
+    assert all(seen["path"] != "/base/one-too-many" for seen in h2proxied.echo.seen)
+
+
+async def test_protocol_error_logs_no_header_value(
+    h2proxied: H2Proxied, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A malformed header ends the connection; the log says why without quoting the value (a secret)."""
+    caplog.set_level(logging.INFO, logger="tokenrelay.proxy")
+    client = await RawH2.open(h2proxied.proxy.port, validate=False)
+    sid = client.request(b"/x", extra=[(b"authorization", b"Bearer sekrit\x00value-123")])
+    goaway = await client.wait_closed()
+    await client.close()
+    assert goaway is not None
+    assert goaway.error_code == ErrorCodes.PROTOCOL_ERROR
+    assert sid == 1
+    errors = [str(getattr(r, "error", "")) for r in caplog.records if "broke the protocol" in r.getMessage()]
+    assert errors
+    assert "header value" in errors[0]
+    assert all("sekrit" not in str(vars(record)) for record in caplog.records)
