@@ -153,6 +153,8 @@ async def main(args: argparse.Namespace, stop: asyncio.Event | None = None) -> i
             ("socket", settings.socket),
             ("proxy", proxy),
             ("try", f"curl {proxy}/iam/v2beta1/groups"),
+            # gRPC through the same proxy port (server reflection: no proto files needed)
+            ("try", f"grpcurl -plaintext {proxy.removeprefix('http://')} iam.v2beta1.Groups/ListGroups"),
             ("try", f"TOKENRELAY_SOCKET={settings.socket} tokenrelay token"),
             (
                 "try",

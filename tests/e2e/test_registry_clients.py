@@ -48,6 +48,7 @@ def require(tool: str) -> str:
 class Dev:
     lines: dict[str, str]
     pull: str  # the printed pull command, environment assignments included
+    grpcurl: str  # the printed grpcurl command
     env: dict[str, str]  # a clean client environment plus the assignments of the pull line
     home: Path
 
@@ -92,13 +93,15 @@ def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dev]:
     watchdog = threading.Timer(DEADLINE, process.kill)  # a dev that never says "ready" must not hang us
     watchdog.start()
     lines: dict[str, str] = {}
-    pull = ""
+    pull = grpcurl = ""
     try:
         for raw in process.stdout:
             name, _, value = raw.strip().partition(": ")
             lines.setdefault(name, value)
             if name == "try" and " pull " in value:
                 pull = value
+            if name == "try" and value.startswith("grpcurl "):
+                grpcurl = value
             if name == "ready":
                 break
         watchdog.cancel()
@@ -111,7 +114,7 @@ def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dev]:
             "XDG_CACHE_HOME": str(home / "cache"),
             **{k: v for k, v in assignments.items() if k.isupper()},
         }
-        yield Dev(lines, pull, env, home)
+        yield Dev(lines, pull, grpcurl, env, home)
     finally:
         watchdog.cancel()
         process.terminate()
@@ -159,6 +162,15 @@ def test_the_printed_pull_works_as_printed(dev: Dev) -> None:
     image = dev.pull.rsplit(" ", 1)[1]
     inspect = dev.run(["podman", "image", "inspect", "--format", "{{.Digest}}", image], env)
     assert inspect.stdout.strip() == dev.tag("hello", "latest")["digest"]
+
+
+def test_the_printed_grpcurl_works_as_printed(dev: Dev) -> None:
+    """The ``grpcurl`` line ``tokenrelay dev`` prints lists the dev organization over gRPC, no token typed."""
+    result = subprocess.run(
+        ["sh", "-c", dev.grpcurl], env=dev.env, capture_output=True, text=True, timeout=DEADLINE, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert dev.lines["organization"] in [g["uid"] for g in json.loads(result.stdout)["groups"]]
 
 
 def test_skopeo_push_becomes_a_repo_and_a_tag(dev: Dev, layout: tuple[Path, str]) -> None:
