@@ -46,6 +46,10 @@ _STOPPED = 8  # nothing more will be read (refused, or closing)
 _UPGRADING = 16  # an upgrade request waits for its 101: what follows is not HTTP, or not ours to send
 
 
+# CONNECT would make the proxy a tunnel elsewhere; TRACE echoes the request, injected token included.
+_REFUSED_METHODS = frozenset({b"CONNECT", b"TRACE"})
+
+
 @dataclass(frozen=True, slots=True)
 class Limits:
     """Bounds against abusive or broken clients (and a slow upstream)."""
@@ -260,10 +264,11 @@ class ClientConnection(asyncio.Protocol):
         exchange.keep_alive = parser.should_keep_alive()
         exchange.http11 = parser.get_http_version() == "1.1"
         upstream = self._server.upstream
-        target = upstream.target(self._url) if method != b"CONNECT" else None
+        refused = method in _REFUSED_METHODS
+        target = upstream.target(self._url) if not refused else None
         if target is None:
             exchange.refusal = (
-                answers.method_not_allowed() if method == b"CONNECT" else answers.foreign_target()
+                answers.method_not_allowed(method.decode()) if refused else answers.foreign_target()
             )
             exchange.complete = True
             self._enqueue(exchange)
@@ -557,7 +562,9 @@ class ClientConnection(asyncio.Protocol):
         if exchange.status:
             self._abort()
             return
-        self._answer(exchange, make(close=not self.keeps_alive(exchange)), close=exchange.close_after)
+        # An HTTP/1.0 client would need "Connection: keep-alive": closing is as good, on this rare path.
+        close = not self.keeps_alive(exchange) or not exchange.http11
+        self._answer(exchange, make(close=close), close=close)
 
     def _refuse(self, answer: bytes) -> None:
         """Stop reading; answer ``answer`` (if not empty) once the requests before are answered."""

@@ -178,6 +178,8 @@ class UpstreamConnection(asyncio.Protocol):
         if status == 401 and client.can_retry(exchange):
             self._discard = True
             self._reusable = parser.should_keep_alive()
+            if exchange.head_only:
+                self._end_head_answer()
             return
         head = headers.response(self._headers)
         lines = [status_line(status, self._reason), head.lines]
@@ -193,15 +195,20 @@ class UpstreamConnection(asyncio.Protocol):
                 exchange.keep_alive = False  # an HTTP/1.0 client learns the end by the close
         if not client.keeps_alive(exchange):
             lines.append(b"Connection: close\r\n")
+        elif not exchange.http11:
+            lines.append(b"Connection: keep-alive\r\n")  # HTTP/1.0 closes unless told (RFC 9112 §9.3)
         lines.append(b"\r\n")
         self._out.append(b"".join(lines))
         self.head_sent = True
         exchange.status = status
         if exchange.head_only:
-            # httptools cannot be told the request was HEAD: it would wait for the announced body.
             self._reusable = parser.should_keep_alive()
-            self._parser = httptools.HttpResponseParser(self)
-            self._done = True
+            self._end_head_answer()
+
+    def _end_head_answer(self) -> None:
+        """A HEAD answer ends at its head; httptools cannot be told so and would wait for a body."""
+        self._parser = httptools.HttpResponseParser(self)
+        self._done = True
 
     def on_body(self, body: bytes) -> None:
         if self._discard:
