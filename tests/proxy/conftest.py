@@ -202,6 +202,24 @@ async def proxied(echo: Echo, start_proxy: StartProxy) -> AsyncIterator[Proxied]
     echo.gate.set()
 
 
+Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+
+@pytest.fixture
+async def raw_upstream() -> AsyncIterator[Callable[[Handler], Awaitable[str]]]:
+    """A hand-written upstream, for answers aiohttp will not produce."""
+    servers: list[asyncio.Server] = []
+
+    async def start(handler: Handler) -> str:
+        server = await asyncio.start_server(handler, "127.0.0.1", 0)
+        servers.append(server)
+        return f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+
+    yield start
+    for server in servers:
+        server.close()
+
+
 async def raw(port: int, data: bytes, *, read_all: bool = True) -> bytes:
     """Send ``data`` on a fresh connection; what comes back until the proxy closes it."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)

@@ -46,6 +46,8 @@ _STOPPED = 8  # nothing more will be read (refused, or closing)
 _UPGRADING = 16  # an upgrade request waits for its 101: what follows is not HTTP, or not ours to send
 
 
+# Methods a proxy may send again after a failure (RFC 9110 §9.2.2); others may have been processed.
+_IDEMPOTENT = frozenset({b"GET", b"HEAD", b"PUT", b"DELETE", b"OPTIONS"})
 # CONNECT would make the proxy a tunnel elsewhere; TRACE echoes the request, injected token included.
 _REFUSED_METHODS = frozenset({b"CONNECT", b"TRACE"})
 
@@ -81,6 +83,7 @@ class Exchange:
         "expect_continue",
         "head_only",
         "http11",
+        "idempotent",
         "keep_alive",
         "pending",
         "pending_size",
@@ -102,6 +105,7 @@ class Exchange:
         self.refusal: bytes | None = None  # the proxy's own answer instead of forwarding
         self.head_only = False
         self.http11 = True
+        self.idempotent = True
         self.keep_alive = True  # the client wants the connection kept
         self.close_after = False  # "Connection: close" went to the client
         self.chunked = False
@@ -127,7 +131,7 @@ class ClientConnection(asyncio.Protocol):
 
     def __init__(self, server: ProxyServer) -> None:
         self._server = server
-        self._limits = server.limits
+        self.limits = self._limits = server.limits
         self.transport: asyncio.Transport | None = None
         self._parser = httptools.HttpRequestParser(self)
         self._parsing: Exchange | None = None
@@ -276,6 +280,7 @@ class ClientConnection(asyncio.Protocol):
         head = headers.request(self._headers)
         self._headers = []
         exchange.head_only = method == b"HEAD"
+        exchange.idempotent = method in _IDEMPOTENT
         exchange.chunked = head.chunked
         exchange.expect_continue = head.expect_continue
         parts = [method, b" ", target, b" HTTP/1.1\r\n", upstream.host_header, head.lines]
@@ -341,9 +346,11 @@ class ClientConnection(asyncio.Protocol):
         exchange.conn = None
         if head_sent:
             self._abort()
-        elif conn.reused and not conn.received and self.can_retry(exchange):
+        elif conn.reused and not conn.received and self.can_retry(exchange) and exchange.idempotent:
             self._resend(exchange, reject=False)
         else:
+            if conn.reused and not conn.received:
+                message += "; the request was not sent again, as the upstream may have processed it"
             log.warning("upstream failed", extra={"error": message})
             self._fail(exchange, partial(answers.upstream_failed, message))
 

@@ -33,6 +33,10 @@ def status_line(status: int, reason: bytes) -> bytes:
     return line
 
 
+class _HeadTooLarge(Exception):
+    """Raised inside a parser callback: the answer's head exceeds the proxy's bound."""
+
+
 class UpstreamConnection(asyncio.Protocol):
     """A connection from the pool, bound to one client exchange at a time."""
 
@@ -57,6 +61,8 @@ class UpstreamConnection(asyncio.Protocol):
         self._done = False
         self._reusable = False
         self._spliced: asyncio.Transport | None = None
+        self._head_bytes = -1  # bytes of the answer's head read so far; -1 once the head is complete
+        self._head_fields = 0
 
     # -- binding -----------------------------------------------------------------------------
 
@@ -65,6 +71,7 @@ class UpstreamConnection(asyncio.Protocol):
         self.exchange = exchange
         self.received = self.head_sent = self._done = self._discard = False
         self._rechunk = self._to_close = self._interim = False
+        self._head_bytes = self._head_fields = 0
 
     def unbind(self) -> None:
         """Forget the exchange; the caller closes or pools the connection."""
@@ -97,6 +104,8 @@ class UpstreamConnection(asyncio.Protocol):
             return
         self.received = True
         out = self._out
+        if self._head_bytes >= 0:
+            self._head_bytes += len(data)
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserUpgrade as exc:
@@ -108,9 +117,19 @@ class UpstreamConnection(asyncio.Protocol):
             self._flush(client)
             client.upstream_failed(self, "the upstream switched protocols unasked")
             return
+        except httptools.HttpParserCallbackError as exc:
+            if not isinstance(exc.__context__, _HeadTooLarge):
+                raise
+            client.upstream_failed(self, self._too_large(client))
+            return
         except httptools.HttpParserError:
             self._flush(client)
             client.upstream_failed(self, "the upstream sent a malformed answer")
+            return
+        if self._head_bytes > client.limits.header_bytes:
+            # checked after each read: httptools joins a header's pieces by copying, so an endless
+            # line would otherwise cost quadratic time, and memory without bound
+            client.upstream_failed(self, self._too_large(client))
             return
         if out:
             self._flush(client)
@@ -164,6 +183,10 @@ class UpstreamConnection(asyncio.Protocol):
 
     def on_header(self, name: bytes, value: bytes) -> None:
         self._headers.append((name, value))
+        self._head_fields += 1
+        assert self.client is not None
+        if self._head_fields > self.client.limits.header_count:
+            raise _HeadTooLarge
 
     def on_headers_complete(self) -> None:
         client = self.client
@@ -174,7 +197,8 @@ class UpstreamConnection(asyncio.Protocol):
         status = parser.get_status_code()
         if 100 <= status < 200 and status != 101:
             self._interim = True  # the proxy already answered Expect itself; others mean nothing here
-            return
+            return  # interim heads count towards the head's bound: a flood of them is bounded too
+        self._head_bytes = -1
         if status == 401 and client.can_retry(exchange):
             self._discard = True
             self._reusable = parser.should_keep_alive()
@@ -230,6 +254,13 @@ class UpstreamConnection(asyncio.Protocol):
         self._done = True
 
     # -- helpers ---------------------------------------------------------------------------------
+
+    def _too_large(self, client: ClientConnection) -> str:
+        limits = client.limits
+        return (
+            f"the upstream's answer head is larger than {limits.header_bytes} bytes "
+            f"or has more than {limits.header_count} header fields"
+        )
 
     def _flush(self, client: ClientConnection) -> None:
         out = self._out
