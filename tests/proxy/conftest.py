@@ -163,7 +163,12 @@ async def start_proxy() -> AsyncIterator[StartProxy]:
     started: list[ProxyServer] = []
 
     async def start(
-        api_url: str, tokens: Any, observer: Any = None, upstream_ca: str | None = None, **limits: Any
+        api_url: str,
+        tokens: Any,
+        observer: Any = None,
+        upstream_ca: str | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        **limits: Any,
     ) -> ProxyServer:
         proxy = ProxyServer(
             api_url,
@@ -173,6 +178,7 @@ async def start_proxy() -> AsyncIterator[StartProxy]:
             limits=Limits(**limits),
             grace=5.0,
             observer=observer,
+            clock=clock,
         )
         await proxy.start()
         started.append(proxy)

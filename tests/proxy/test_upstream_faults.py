@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import socket
 from collections.abc import Awaitable, Callable
 
 import aiohttp
+import pytest
 
-from .conftest import Handler, Observed, StartProxy, Tokens, body_of, raw
+from tokenrelay.proxy.bearer import REJECT_INTERVAL
+from tokenrelay.testing import FakeClock
+
+from .conftest import Echo, Handler, Observed, StartProxy, Tokens, body_of, raw
 
 RawUpstream = Callable[[Handler], Awaitable[str]]
 
@@ -72,3 +78,71 @@ async def test_oversized_answer_heads_get_502(raw_upstream: RawUpstream, start_p
         payload = body_of(answer)
         assert payload["details"][0]["reason"] == "UPSTREAM_FAILED"
         assert "answer head is larger than 32768 bytes" in payload["message"]
+
+
+async def test_connection_pooled_under_back_pressure_still_reads(
+    raw_upstream: RawUpstream, start_proxy: StartProxy
+) -> None:
+    """An answer that ends as its client's buffer fills leaves no paused connection in the pool."""
+
+    async def keep_alive(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
+            while True:
+                request = await reader.readuntil(b"\r\n\r\n")
+                answer = b"x" * 30_000 if b"/big" in request else b"small"
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(answer), answer))
+
+    url = await raw_upstream(keep_alive)
+    observed = Observed()
+    proxy = await start_proxy(url, Tokens().build(url), observer=observed)
+    loop = asyncio.get_running_loop()
+    with socket.socket() as slow:
+        slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        slow.setblocking(False)
+        await loop.sock_connect(slow, ("127.0.0.1", proxy.port))
+        while not proxy.connections:
+            await asyncio.sleep(0.01)
+        # A client that stopped reading, behind a link slower than loopback: the proxy's side of
+        # the connection holds little in the kernel and reports a full buffer at once.
+        (held,) = proxy.connections
+        assert held.transport is not None
+        held.transport.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+        held.transport.set_write_buffer_limits(high=0)
+        await loop.sock_sendall(slow, b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
+        async with asyncio.timeout(5):
+            while observed.codes != [200]:  # relayed in full (into the proxy's buffer): pooled
+                await asyncio.sleep(0.01)
+        async with asyncio.timeout(3):  # the next request takes the pooled connection
+            answer = await raw(proxy.port, b"GET /next HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    assert answer.endswith(b"\r\n\r\nsmall")
+
+
+async def test_a_stream_of_401s_forces_one_refresh_per_interval(
+    echo: Echo, start_proxy: StartProxy, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An upstream refusing every token gets one forced refresh per 30 s, not one per request."""
+    clock = FakeClock()
+    tokens = Tokens()
+    url = echo.url + "/base"
+    proxy = await start_proxy(url, tokens.build(url), clock=clock)
+    echo.revoked.update(f"t{i}" for i in range(1, 100))
+    with caplog.at_level(logging.INFO, logger="tokenrelay.proxy"):
+        async with aiohttp.ClientSession() as session:
+
+            async def statuses(count: int) -> list[int]:
+                answers = []
+                for i in range(count):
+                    async with session.get(f"http://127.0.0.1:{proxy.port}/r{i}") as response:
+                        answers.append(response.status)
+                return answers
+
+            assert await statuses(20) == [401] * 20
+            assert tokens.fetches == 2  # the first token, and the one 401-forced refresh
+            clock.tick(REJECT_INTERVAL)
+            assert await statuses(20) == [401] * 20
+            assert tokens.fetches == 3
+    assert [s["token"] for s in echo.seen[:3]] == ["t1", "t2", "t2"]
+    refreshes = [r for r in caplog.records if "refreshing it" in r.getMessage()]
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(refreshes) == 2
+    assert len(warnings) == 2  # one "401s go to clients" per interval, not one per request

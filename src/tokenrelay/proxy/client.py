@@ -20,7 +20,6 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from time import monotonic
 from typing import TYPE_CHECKING, cast
 
 import httptools
@@ -132,6 +131,7 @@ class ClientConnection(asyncio.Protocol):
     def __init__(self, server: ProxyServer) -> None:
         self._server = server
         self.limits = self._limits = server.limits
+        self._clock = clock = server.clock
         self.transport: asyncio.Transport | None = None
         self._parser = httptools.HttpRequestParser(self)
         self._parsing: Exchange | None = None
@@ -143,7 +143,7 @@ class ClientConnection(asyncio.Protocol):
         self._unparsed = 0
         self._in_body = False
         self.head_started = 0.0
-        self.idle_since = monotonic()
+        self.idle_since = clock()
         self._out: list[bytes] = []
         self._paused = 0
         self._writing_paused = False
@@ -181,7 +181,7 @@ class ClientConnection(asyncio.Protocol):
         if not self._in_body:
             self._unparsed += len(data)
             if not self.head_started:
-                self.head_started = monotonic()
+                self.head_started = self._clock()
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserUpgrade as exc:
@@ -217,24 +217,24 @@ class ClientConnection(asyncio.Protocol):
             self._active = None
             if exchange.conn is not None:
                 exchange.conn.close()  # nobody is left to read the answer
-            self._server.observer.request(exchange.status or 499, monotonic() - exchange.started)
+            self._server.observer.request(exchange.status or 499, self._clock() - exchange.started)
 
     def pause_writing(self) -> None:
         self._writing_paused = True
         conn = self._spliced or (self._active.conn if self._active else None)
-        if conn is not None and conn.transport is not None:
-            conn.transport.pause_reading()
+        if conn is not None:
+            conn.pause_reading()
 
     def resume_writing(self) -> None:
         self._writing_paused = False
         conn = self._spliced or (self._active.conn if self._active else None)
-        if conn is not None and conn.transport is not None:
-            conn.transport.resume_reading()
+        if conn is not None:
+            conn.resume_reading()
 
     # -- httptools callbacks ---------------------------------------------------------------------
 
     def on_message_begin(self) -> None:
-        self._parsing = Exchange(monotonic())
+        self._parsing = Exchange(self._clock())
         self._url = b""
         self._headers = []
         self._head_size = 0
@@ -308,7 +308,7 @@ class ClientConnection(asyncio.Protocol):
             self._forward(exchange, b"0\r\n\r\n")
         exchange.complete = True
         if exchange.conn is not None:
-            exchange.waiting_since = monotonic()
+            exchange.waiting_since = self._clock()
 
     # -- what the upstream connection calls ------------------------------------------------------
 
@@ -326,15 +326,14 @@ class ClientConnection(asyncio.Protocol):
     def can_retry(self, exchange: Exchange) -> bool:
         return not exchange.resent and exchange.replay is not None and not self.closed
 
+    def can_retry_unauthorized(self, exchange: Exchange) -> bool:
+        token = exchange.token
+        return token is not None and self.can_retry(exchange) and self._server.bearer.may_reject(token)
+
     def answered(self, exchange: Exchange) -> None:
         self._end(exchange)
 
     def retry_unauthorized(self, exchange: Exchange) -> None:
-        token = exchange.token
-        log.info(
-            "upstream refused the token; retrying with a refreshed one",
-            extra={"fingerprint": token.fingerprint if token else None},
-        )
         self._resend(exchange, reject=True)
 
     def upstream_failed(self, conn: UpstreamConnection, message: str) -> None:
@@ -368,7 +367,7 @@ class ClientConnection(asyncio.Protocol):
         self._upgrading = None
         self._active = None
         if exchange is not None:
-            self._server.observer.request(exchange.status, monotonic() - exchange.started)
+            self._server.observer.request(exchange.status, self._clock() - exchange.started)
         for data in exchange.pending if exchange is not None else ():
             conn.write(data)
         for data in self._held:
@@ -486,9 +485,9 @@ class ClientConnection(asyncio.Protocol):
             exchange.pending_size = 0
             self._resume(_PENDING_FULL)
         if exchange.complete:
-            exchange.waiting_since = monotonic()
-        if self._writing_paused and conn.transport is not None:
-            conn.transport.pause_reading()
+            exchange.waiting_since = self._clock()
+        if self._writing_paused:
+            conn.pause_reading()
 
     def _forward(self, exchange: Exchange, data: bytes) -> None:
         """Body bytes (already framed) for the upstream."""
@@ -544,11 +543,11 @@ class ClientConnection(asyncio.Protocol):
     def _end(self, exchange: Exchange) -> None:
         """The answer went out in full."""
         self._active = None
-        self._server.observer.request(exchange.status, monotonic() - exchange.started)
+        self._server.observer.request(exchange.status, self._clock() - exchange.started)
         if exchange.close_after or not exchange.complete or self._closing or self._eof:
             self._close()
             return
-        self.idle_since = monotonic()
+        self.idle_since = self._clock()
         if self._queue:
             following = self._queue.popleft()
             if not self._queue:
@@ -583,7 +582,7 @@ class ClientConnection(asyncio.Protocol):
         if active is not None and not active.complete:
             self._abort()  # its body was cut by the error: it can never be sent in full
             return
-        exchange = Exchange(monotonic())
+        exchange = Exchange(self._clock())
         exchange.refusal = answer
         exchange.complete = True
         self._parsing = None

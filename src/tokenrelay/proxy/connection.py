@@ -61,6 +61,7 @@ class UpstreamConnection(asyncio.Protocol):
         self._done = False
         self._reusable = False
         self._spliced: asyncio.Transport | None = None
+        self._reading_paused = False  # by the client's back-pressure
         self._head_bytes = -1  # bytes of the answer's head read so far; -1 once the head is complete
         self._head_fields = 0
 
@@ -77,6 +78,19 @@ class UpstreamConnection(asyncio.Protocol):
         """Forget the exchange; the caller closes or pools the connection."""
         self.client = None
         self.exchange = None
+        # The answer may have ended in the very read whose relay filled the client's buffer: the
+        # pause was that client's, and a pooled connection must read its next answer.
+        self.resume_reading()
+
+    def pause_reading(self) -> None:
+        if not self._reading_paused and self.transport is not None and not self.closed:
+            self._reading_paused = True
+            self.transport.pause_reading()
+
+    def resume_reading(self) -> None:
+        if self._reading_paused and self.transport is not None and not self.closed:
+            self._reading_paused = False
+            self.transport.resume_reading()
 
     def write(self, data: bytes) -> None:
         assert self.transport is not None
@@ -199,7 +213,7 @@ class UpstreamConnection(asyncio.Protocol):
             self._interim = True  # the proxy already answered Expect itself; others mean nothing here
             return  # interim heads count towards the head's bound: a flood of them is bounded too
         self._head_bytes = -1
-        if status == 401 and client.can_retry(exchange):
+        if status == 401 and client.can_retry_unauthorized(exchange):
             self._discard = True
             self._reusable = parser.should_keep_alive()
             if exchange.head_only:

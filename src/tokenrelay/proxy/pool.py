@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 
 from .connection import UpstreamConnection
 from .upstream import Upstream
@@ -21,8 +22,16 @@ IDLE_SECONDS = 30.0  # below the usual servers' keep-alive timeouts (nginx 75 s,
 class UpstreamPool:
     """Idle connections to the one upstream."""
 
-    def __init__(self, upstream: Upstream, *, connect_timeout: float, max_idle: int = MAX_IDLE) -> None:
+    def __init__(
+        self,
+        upstream: Upstream,
+        *,
+        connect_timeout: float,
+        max_idle: int = MAX_IDLE,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.upstream = upstream
+        self._clock = clock
         self._connect_timeout = connect_timeout
         self._max_idle = max_idle
         self._idle: list[UpstreamConnection] = []
@@ -33,7 +42,7 @@ class UpstreamPool:
         idle = self._idle
         while idle:
             conn = idle.pop()
-            if not conn.closed and time.monotonic() - conn.idle_since < IDLE_SECONDS:
+            if not conn.closed and self._clock() - conn.idle_since < IDLE_SECONDS:
                 conn.reused = True
                 return conn
             conn.close()
@@ -56,7 +65,7 @@ class UpstreamPool:
     def release(self, conn: UpstreamConnection, reusable: bool) -> None:
         conn.unbind()
         if reusable and not conn.closed and not self._closed and len(self._idle) < self._max_idle:
-            conn.idle_since = time.monotonic()
+            conn.idle_since = self._clock()
             self._idle.append(conn)
         else:
             conn.close()

@@ -38,10 +38,11 @@ class ProxyServer:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.upstream = Upstream.from_url(api_url, upstream_ca)
+        self.clock = clock
         self.bearer = Bearer(tokens, api_url, clock)
         self.limits = limits = limits or Limits()
         self.observer: ProxyObserver = observer or NullObserver()
-        self.pool = UpstreamPool(self.upstream, connect_timeout=limits.upstream_timeout)
+        self.pool = UpstreamPool(self.upstream, connect_timeout=limits.upstream_timeout, clock=clock)
         self.connections: set[ClientConnection] = set()
         self._listen = listen
         self._grace = grace
@@ -123,8 +124,12 @@ class ProxyServer:
         interval = min(SWEEP_SECONDS, self.limits.upstream_timeout / 4, self.limits.header_timeout / 4)
         self._sweeper = asyncio.get_running_loop().call_later(max(interval, 0.02), self._sweep)
 
-    def _sweep(self) -> None:
-        now = time.monotonic()
+    def check_timeouts(self) -> None:
+        """Apply every connection's timeouts as of now; the server does so every SWEEP_SECONDS."""
+        now = self.clock()
         for conn in list(self.connections):
             conn.sweep(now)
+
+    def _sweep(self) -> None:
+        self.check_timeouts()
         self._schedule_sweep()
