@@ -146,3 +146,63 @@ async def test_a_stream_of_401s_forces_one_refresh_per_interval(
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(refreshes) == 2
     assert len(warnings) == 2  # one "401s go to clients" per interval, not one per request
+
+
+async def test_an_upstream_stalling_mid_answer_is_cut(
+    raw_upstream: RawUpstream, start_proxy: StartProxy
+) -> None:
+    """An answer that stops arriving for --proxy-timeout ends the client's connection (a short body)."""
+
+    async def stall(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(ConnectionError):
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nten bytes!")
+            await reader.read()  # and nothing more, ever
+        writer.close()
+
+    url = await raw_upstream(stall)
+    clock = FakeClock()
+    proxy = await start_proxy(url, Tokens().build(url), clock=clock, upstream_timeout=60.0)
+    reader, writer = await asyncio.open_connection("127.0.0.1", proxy.port)
+    writer.write(b"GET /stall HTTP/1.1\r\nHost: x\r\n\r\n")
+    received = await asyncio.wait_for(reader.readuntil(b"ten bytes!"), 5)
+    proxy.check_timeouts()
+    clock.tick(59.0)
+    proxy.check_timeouts()
+    clock.tick(2.0)
+    proxy.check_timeouts()
+    received += await asyncio.wait_for(reader.read(-1), 5)
+    writer.close()
+    assert received.startswith(b"HTTP/1.1 200 OK")
+    assert received.endswith(b"\r\n\r\nten bytes!")  # cut: fewer than the 100 bytes announced
+
+
+async def test_an_upstream_not_reading_the_request_gets_504(
+    raw_upstream: RawUpstream, start_proxy: StartProxy
+) -> None:
+    """An upstream that takes the head but never reads the body: 504 after --proxy-timeout."""
+
+    async def deaf(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(ConnectionError):
+            await reader.readuntil(b"\r\n\r\n")
+            await asyncio.sleep(30)  # the body piles up in the kernel, then in the proxy
+        writer.close()
+
+    url = await raw_upstream(deaf)
+    clock = FakeClock()
+    proxy = await start_proxy(url, Tokens().build(url), clock=clock, upstream_timeout=60.0)
+    reader, writer = await asyncio.open_connection("127.0.0.1", proxy.port)
+    writer.write(b"PUT /deaf HTTP/1.1\r\nHost: x\r\nContent-Length: 100000000\r\n\r\n")
+    chunk = b"x" * 65536
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(0.5):  # until the proxy stops reading: everything is full
+            while True:
+                writer.write(chunk)
+                await writer.drain()
+    proxy.check_timeouts()
+    clock.tick(61.0)
+    proxy.check_timeouts()
+    answer = await asyncio.wait_for(reader.read(-1), 5)
+    writer.close()
+    assert answer.startswith(b"HTTP/1.1 504 Gateway Timeout")
+    assert body_of(answer)["details"][0]["reason"] == "UPSTREAM_TIMEOUT"

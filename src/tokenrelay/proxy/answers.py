@@ -95,6 +95,16 @@ def header_timeout(seconds: float) -> bytes:
     )
 
 
+def body_timeout(seconds: float, rate: int, *, close: bool) -> bytes:
+    return error(
+        408,
+        Code.DEADLINE_EXCEEDED,
+        f"the request body arrived too slowly: it gets {seconds:g}s, plus 1s for every {rate} bytes",
+        "BODY_TIMEOUT",
+        close=close,
+    )
+
+
 def too_many_connections(limit: int) -> bytes:
     return error(
         503,

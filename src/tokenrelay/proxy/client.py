@@ -36,6 +36,7 @@ log = logging.getLogger("tokenrelay.proxy")
 
 REPLAY_LIMIT = 64 * 1024  # the issue's bound for a replayable body
 PENDING_LIMIT = 256 * 1024
+LINGER_SECONDS = 2.0  # after refusing a request mid-way, how long its remaining bytes are read and dropped
 
 # Why reading from the client is paused (bits of ClientConnection._paused).
 _UPSTREAM_FULL = 1  # the upstream's socket buffer is full
@@ -60,7 +61,10 @@ class Limits:
     header_timeout: float = 10.0  # from a request's first byte to the end of its head (408 after)
     idle_timeout: float = 75.0  # a keep-alive connection with no request is closed after this
     max_connections: int = 1024  # client connections held at once (503 beyond)
-    upstream_timeout: float = 60.0  # from a request sent in full to the answer's head (504 after)
+    upstream_timeout: float = 60.0  # from a request sent in full to the answer's head (504 after),
+    # and the longest an upstream may go silent mid-answer, or leave the request unread (a cut after)
+    body_timeout: float = 20.0  # a request body's allowance before body_min_rate applies (408 after)
+    body_min_rate: int = 500  # bytes/s a request body must average beyond body_timeout
 
 
 class _Refuse(Exception):
@@ -75,6 +79,8 @@ class Exchange:
     """One request and its answer."""
 
     __slots__ = (
+        "body_received",
+        "body_started",
         "chunked",
         "close_after",
         "complete",
@@ -120,6 +126,8 @@ class Exchange:
         self.conn: UpstreamConnection | None = None
         self.status = 0  # the status the client got; 0 while nothing was sent
         self.waiting_since = 0.0  # sent in full, waiting for the answer's head
+        self.body_started = 0.0  # the head's end, moved on by the time the proxy paused reading
+        self.body_received = 0
 
     def sent_all(self) -> bool:
         return self.complete
@@ -146,7 +154,9 @@ class ClientConnection(asyncio.Protocol):
         self.idle_since = clock()
         self._out: list[bytes] = []
         self._paused = 0
+        self._paused_since = 0.0
         self._writing_paused = False
+        self._progress = (-1, 0.0)  # the upstream's progress count at the last sweep, and since when
         self._upgrading: Exchange | None = None
         self._held: list[bytes] = []  # what the client sent after an upgrade request, until its 101
         self._spliced: UpstreamConnection | None = None
@@ -201,6 +211,8 @@ class ClientConnection(asyncio.Protocol):
 
     def eof_received(self) -> bool:
         self._eof = True
+        if self.closed:
+            return False  # lingering after a refusal: the client is done too
         # Half-closed after a whole request: still send the answer. Mid-request: it cannot complete.
         return self._active is not None and self._parsing is None and not self._queue
 
@@ -263,6 +275,7 @@ class ClientConnection(asyncio.Protocol):
         self._in_body = True
         self._unparsed = 0
         self.head_started = 0.0
+        exchange.body_started = self._clock()
         parser = self._parser
         method = parser.get_method()
         exchange.keep_alive = parser.should_keep_alive()
@@ -297,6 +310,7 @@ class ClientConnection(asyncio.Protocol):
     def on_body(self, body: bytes) -> None:
         exchange = self._parsing
         assert exchange is not None
+        exchange.body_received += len(body)
         self._forward(exchange, b"%x\r\n%b\r\n" % (len(body), body) if exchange.chunked else body)
 
     def on_message_complete(self) -> None:
@@ -381,19 +395,28 @@ class ClientConnection(asyncio.Protocol):
     def sweep(self, now: float) -> None:
         """Apply the timeouts; called about once a second."""
         limits = self._limits
+        parsing = self._parsing
+        if self._in_body and parsing is not None and not self._paused:
+            allowed = limits.body_timeout + parsing.body_received / limits.body_min_rate
+            if now - parsing.body_started > allowed:
+                self._body_timed_out(parsing)
+                return
         exchange = self._active
         if exchange is not None:
             conn = exchange.conn
-            if (
-                conn is not None
-                and exchange.waiting_since
-                and not conn.head_sent
-                and now - exchange.waiting_since > limits.upstream_timeout
-            ):
-                exchange.conn = None
-                conn.close()
-                log.warning("upstream timed out", extra={"timeout": limits.upstream_timeout})
-                self._fail(exchange, partial(answers.upstream_timeout, limits.upstream_timeout))
+            if conn is None:
+                return
+            if exchange.waiting_since and not conn.head_sent:
+                if now - exchange.waiting_since > limits.upstream_timeout:
+                    self._upstream_timed_out(exchange, conn)
+            elif (conn.head_sent or self._paused & _UPSTREAM_FULL) and not self._writing_paused:
+                # mid-answer, or the upstream not taking the request body: it must make progress
+                if self._progress[0] != conn.progress:
+                    self._progress = (conn.progress, now)
+                elif now - self._progress[1] > limits.upstream_timeout:
+                    self._upstream_timed_out(exchange, conn)
+            else:
+                self._progress = (-1, now)
             return
         if self._spliced is not None or self.closed:
             return
@@ -401,6 +424,31 @@ class ClientConnection(asyncio.Protocol):
             self._refuse(answers.header_timeout(limits.header_timeout))
         elif self._parsing is None and not self.head_started and now - self.idle_since > limits.idle_timeout:
             self._close()
+
+    def _upstream_timed_out(self, exchange: Exchange, conn: UpstreamConnection) -> None:
+        """504 when nothing was answered yet, else the client's connection is cut (a short body)."""
+        exchange.conn = None
+        conn.close()
+        timeout = self._limits.upstream_timeout
+        log.warning("upstream timed out", extra={"timeout": timeout})
+        self._fail(exchange, partial(answers.upstream_timeout, timeout))
+
+    def _body_timed_out(self, exchange: Exchange) -> None:
+        """A request body too slow to finish (a slowloris on the body): 408, or a cut once answered."""
+        limits = self._limits
+        log.warning(
+            "request body too slow",
+            extra={"received": exchange.body_received, "timeout": limits.body_timeout},
+        )
+        self._pause(_STOPPED)
+        conn = exchange.conn
+        if conn is not None:
+            exchange.conn = None
+            conn.close()  # the upstream holds part of a body that will never be whole
+        if exchange is not self._active:
+            self._abort()
+            return
+        self._fail(exchange, partial(answers.body_timeout, limits.body_timeout, limits.body_min_rate))
 
     def shutdown(self) -> None:
         """Finish the request in flight, then close; close at once when idle."""
@@ -476,6 +524,7 @@ class ClientConnection(asyncio.Protocol):
     def _bind(self, exchange: Exchange, conn: UpstreamConnection, held: tuple[Token, bytes]) -> None:
         exchange.token, line = held
         exchange.conn = conn
+        self._progress = (-1, 0.0)
         conn.bind(self, exchange)
         out = self._out
         out.append(exchange.prefix + line + b"\r\n")
@@ -594,6 +643,7 @@ class ClientConnection(asyncio.Protocol):
     def _pause(self, reason: int) -> None:
         if not self._paused and self.transport is not None and not self.closed:
             self.transport.pause_reading()
+            self._paused_since = self._clock()
         self._paused |= reason
 
     def _resume(self, reason: int) -> None:
@@ -601,11 +651,24 @@ class ClientConnection(asyncio.Protocol):
             self._paused &= ~reason
             if not self._paused and self.transport is not None and not self.closed:
                 self.transport.resume_reading()
+                parsing = self._parsing
+                if parsing is not None and self._in_body:
+                    # the proxy's own pause is not the client's slowness
+                    parsing.body_started += self._clock() - self._paused_since
 
     def _close(self) -> None:
-        if not self.closed and self.transport is not None:
+        transport = self.transport
+        if not self.closed and transport is not None:
             self.closed = True
-            self.transport.close()
+            if (self._paused & _STOPPED or self._in_body) and transport.can_write_eof():
+                # The client may still be sending: closing on unread bytes would reset the
+                # connection and lose the answer just written. Half-close, discard what comes, then close.
+                self._paused |= _STOPPED
+                transport.write_eof()
+                transport.resume_reading()
+                asyncio.get_running_loop().call_later(LINGER_SECONDS, transport.close)
+            else:
+                transport.close()
             self._server.connection_closed(self)
 
     def _abort(self) -> None:

@@ -53,6 +53,7 @@ class UpstreamConnection(asyncio.Protocol):
         self._reason = b""
         self._out: list[bytes] = []
         self.received = False  # any byte of the current answer arrived
+        self.progress = 0  # grows with every read and every drained write: the sweep watches it
         self.head_sent = False  # the client has the answer's head
         self._interim = False  # inside a 1xx answer, which the proxy swallows
         self._rechunk = False
@@ -117,6 +118,7 @@ class UpstreamConnection(asyncio.Protocol):
             self.close()  # bytes nobody asked for: the connection is not in a known state
             return
         self.received = True
+        self.progress += 1
         out = self._out
         if self._head_bytes >= 0:
             self._head_bytes += len(data)
@@ -184,6 +186,7 @@ class UpstreamConnection(asyncio.Protocol):
             self.client.upstream_paused()
 
     def resume_writing(self) -> None:
+        self.progress += 1
         if self.client is not None:
             self.client.upstream_resumed()
 
