@@ -37,7 +37,14 @@ class _HeadTooLarge(Exception):
     """Raised inside a parser callback: the answer's head exceeds the proxy's bound."""
 
 
-class UpstreamConnection(asyncio.Protocol):
+# One read buffer for every upstream connection: the event loop fills it and calls buffer_updated
+# at once, with nothing in between. Through TLS this saves the 256 KiB bytes object that the SSL
+# transport would otherwise allocate (and page-fault in) for every read of a small answer.
+_READ_BUFFER = bytearray(256 * 1024)
+_READ_VIEW = memoryview(_READ_BUFFER)
+
+
+class UpstreamConnection(asyncio.BufferedProtocol):
     """A connection from the pool, bound to one client exchange at a time."""
 
     def __init__(self, pool: UpstreamPool) -> None:
@@ -108,6 +115,12 @@ class UpstreamConnection(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's transports do not subclass it
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return _READ_VIEW
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.data_received(bytes(_READ_VIEW[:nbytes]))
 
     def data_received(self, data: bytes) -> None:
         if self._spliced is not None:
