@@ -12,6 +12,7 @@ import aiohttp
 import pytest
 
 from tokenrelay.proxy.bearer import REJECT_INTERVAL
+from tokenrelay.proxy.client import ClientConnection
 from tokenrelay.testing import FakeClock
 
 from .conftest import Echo, Handler, Observed, StartProxy, Tokens, body_of, raw
@@ -105,6 +106,7 @@ async def test_connection_pooled_under_back_pressure_still_reads(
         # A client that stopped reading, behind a link slower than loopback: the proxy's side of
         # the connection holds little in the kernel and reports a full buffer at once.
         (held,) = proxy.connections
+        assert isinstance(held, ClientConnection)
         assert held.transport is not None
         held.transport.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
         held.transport.set_write_buffer_limits(high=0)

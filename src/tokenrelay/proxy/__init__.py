@@ -4,10 +4,11 @@ Its parts, one job each: ``upstream`` (the one place requests may go, and how a 
 to it), ``headers`` (which header lines cross, RFC 9110 §7.6.1), ``bearer`` (the Authorization line,
 from the TokenSource), ``client`` (a client connection: parse, forward, limits), ``connection`` (an
 upstream connection: relay the answer), ``pool`` (keep-alive upstream connections), ``answers`` (the
-proxy's own AIP-193 errors), ``observer`` (counters for metrics), ``server`` (the daemon component).
+proxy's own AIP-193 errors), ``observer`` (counters for metrics), ``context`` (the limits and the
+narrow view of the proxy each client connection gets), ``server`` (the daemon component).
 """
 
-from .client import Limits
+from .context import Limits
 from .observer import NullObserver, ProxyObserver
 from .server import ProxyServer
 

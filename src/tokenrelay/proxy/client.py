@@ -18,9 +18,8 @@ import logging
 import ssl
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, cast
+from typing import cast
 
 import httptools
 
@@ -28,9 +27,7 @@ from ..errors import TokenUnavailable
 from ..token import Token
 from . import answers, headers
 from .connection import UpstreamConnection
-
-if TYPE_CHECKING:
-    from .server import ProxyServer
+from .context import Limits, ProxyContext
 
 log = logging.getLogger("tokenrelay.proxy")
 
@@ -50,21 +47,6 @@ _UPGRADING = 16  # an upgrade request waits for its 101: what follows is not HTT
 _IDEMPOTENT = frozenset({b"GET", b"HEAD", b"PUT", b"DELETE", b"OPTIONS"})
 # CONNECT would make the proxy a tunnel elsewhere; TRACE echoes the request, injected token included.
 _REFUSED_METHODS = frozenset({b"CONNECT", b"TRACE"})
-
-
-@dataclass(frozen=True, slots=True)
-class Limits:
-    """Bounds against abusive or broken clients (and a slow upstream)."""
-
-    header_bytes: int = 32 * 1024  # request line and headers together (431 beyond)
-    header_count: int = 100  # (431 beyond)
-    header_timeout: float = 10.0  # from a request's first byte to the end of its head (408 after)
-    idle_timeout: float = 75.0  # a keep-alive connection with no request is closed after this
-    max_connections: int = 1024  # client connections held at once (503 beyond)
-    upstream_timeout: float = 60.0  # from a request sent in full to the answer's head (504 after),
-    # and the longest an upstream may go silent mid-answer, or leave the request unread (a cut after)
-    body_timeout: float = 20.0  # a request body's allowance before body_min_rate applies (408 after)
-    body_min_rate: int = 500  # bytes/s a request body must average beyond body_timeout
 
 
 class _Refuse(Exception):
@@ -136,10 +118,11 @@ class Exchange:
 class ClientConnection(asyncio.Protocol):
     """Serves one client connection."""
 
-    def __init__(self, server: ProxyServer) -> None:
-        self._server = server
-        self.limits = self._limits = server.limits
-        self._clock = clock = server.clock
+    def __init__(self, context: ProxyContext) -> None:
+        self._context = context
+        self.limits: Limits = context.limits
+        self._limits = context.limits
+        self._clock = clock = context.clock
         self.transport: asyncio.Transport | None = None
         self._parser = httptools.HttpRequestParser(self)
         self._parsing: Exchange | None = None
@@ -169,14 +152,14 @@ class ClientConnection(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's transports do not subclass it
-        server = self._server
-        if len(server.connections) >= self._limits.max_connections:
+        context = self._context
+        if len(context.connections) >= self._limits.max_connections:
             self.closed = True
             self.transport.write(answers.too_many_connections(self._limits.max_connections))
             self.transport.close()
-            server.observer.request(503, 0.0)
+            context.observer.request(503, 0.0)
             return
-        server.connections.add(self)
+        context.connections.add(self)
 
     def data_received(self, data: bytes) -> None:
         if self._spliced is not None:
@@ -218,7 +201,7 @@ class ClientConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        self._server.connection_closed(self)
+        self._context.closed(self)
         if self._task is not None:
             self._task.cancel()
         if self._spliced is not None:
@@ -229,7 +212,7 @@ class ClientConnection(asyncio.Protocol):
             self._active = None
             if exchange.conn is not None:
                 exchange.conn.close()  # nobody is left to read the answer
-            self._server.observer.request(exchange.status or 499, self._clock() - exchange.started)
+            self._context.observer.request(exchange.status or 499, self._clock() - exchange.started)
 
     def pause_writing(self) -> None:
         self._writing_paused = True
@@ -280,7 +263,7 @@ class ClientConnection(asyncio.Protocol):
         method = parser.get_method()
         exchange.keep_alive = parser.should_keep_alive()
         exchange.http11 = parser.get_http_version() == "1.1"
-        upstream = self._server.upstream
+        upstream = self._context.target
         refused = method in _REFUSED_METHODS
         target = upstream.target(self._url) if not refused else None
         if target is None:
@@ -342,7 +325,7 @@ class ClientConnection(asyncio.Protocol):
 
     def can_retry_unauthorized(self, exchange: Exchange) -> bool:
         token = exchange.token
-        return token is not None and self.can_retry(exchange) and self._server.bearer.may_reject(token)
+        return token is not None and self.can_retry(exchange) and self._context.bearer.may_reject(token)
 
     def answered(self, exchange: Exchange) -> None:
         self._end(exchange)
@@ -381,7 +364,7 @@ class ClientConnection(asyncio.Protocol):
         self._upgrading = None
         self._active = None
         if exchange is not None:
-            self._server.observer.request(exchange.status, self._clock() - exchange.started)
+            self._context.observer.request(exchange.status, self._clock() - exchange.started)
         for data in exchange.pending if exchange is not None else ():
             conn.write(data)
         for data in self._held:
@@ -475,10 +458,10 @@ class ClientConnection(asyncio.Protocol):
             return
         if exchange.expect_continue and not exchange.complete:
             self.send(answers.CONTINUE)
-        server = self._server
-        held = server.bearer.current()
+        context = self._context
+        held = context.bearer.current()
         if held is not None:
-            conn = server.pool.take()
+            conn = context.pool.take()
             if conn is not None:
                 self._bind(exchange, conn, held)
                 return
@@ -487,15 +470,15 @@ class ClientConnection(asyncio.Protocol):
     async def _dispatch(
         self, exchange: Exchange, held: tuple[Token, bytes] | None, *, reject: bool, fresh: bool
     ) -> None:
-        server = self._server
+        context = self._context
         try:
             if reject and exchange.token is not None:
-                held = await server.bearer.reject(exchange.token)
+                held = await context.bearer.reject(exchange.token)
             elif held is None:
-                held = await server.bearer.get()
-            conn = None if fresh else server.pool.take()
+                held = await context.bearer.get()
+            conn = None if fresh else context.pool.take()
             if conn is None:
-                conn = await server.pool.connect()
+                conn = await context.pool.connect()
         except TokenUnavailable as exc:
             self._task = None
             log.warning("no token to forward with", extra={"error": exc.message})
@@ -507,7 +490,7 @@ class ClientConnection(asyncio.Protocol):
             return
         except OSError as exc:
             self._task = None
-            upstream = server.upstream
+            upstream = context.target
             message = f"cannot reach the upstream {upstream.host}:{upstream.port}: {exc.strerror or exc}"
             if isinstance(exc, ssl.SSLCertVerificationError):
                 message += "; if it uses a private CA, pass its bundle with --upstream-ca"
@@ -516,7 +499,7 @@ class ClientConnection(asyncio.Protocol):
             return
         self._task = None
         if exchange is not self._active or self.closed:
-            server.pool.release(conn, reusable=True)
+            context.pool.release(conn, reusable=True)
             return
         self._bind(exchange, conn, held)
         self._flush()
@@ -584,7 +567,7 @@ class ClientConnection(asyncio.Protocol):
         exchange.pending = exchange.replay
         exchange.pending_size = exchange.replay_size
         exchange.replay = None
-        self._server.observer.retry()
+        self._context.observer.retry()
         self._task = asyncio.ensure_future(self._dispatch(exchange, None, reject=reject, fresh=not reject))
 
     # -- endings ------------------------------------------------------------------------------------
@@ -592,7 +575,7 @@ class ClientConnection(asyncio.Protocol):
     def _end(self, exchange: Exchange) -> None:
         """The answer went out in full."""
         self._active = None
-        self._server.observer.request(exchange.status, self._clock() - exchange.started)
+        self._context.observer.request(exchange.status, self._clock() - exchange.started)
         if exchange.close_after or not exchange.complete or self._closing or self._eof:
             self._close()
             return
@@ -669,10 +652,10 @@ class ClientConnection(asyncio.Protocol):
                 asyncio.get_running_loop().call_later(LINGER_SECONDS, transport.close)
             else:
                 transport.close()
-            self._server.connection_closed(self)
+            self._context.closed(self)
 
     def _abort(self) -> None:
         if self.transport is not None:
             self.closed = True
             self.transport.abort()
-            self._server.connection_closed(self)
+            self._context.closed(self)

@@ -11,7 +11,8 @@ from ..config import Settings
 from ..loopback import is_loopback
 from ..token import TokenSource
 from .bearer import Bearer
-from .client import ClientConnection, Limits
+from .client import ClientConnection
+from .context import Limits, ProxyContext
 from .observer import NullObserver, ProxyObserver
 from .pool import UpstreamPool
 from .upstream import Upstream
@@ -37,13 +38,19 @@ class ProxyServer:
         observer: ProxyObserver | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.upstream = Upstream.from_url(api_url, upstream_ca)
+        self.upstream = upstream = Upstream.from_url(api_url, upstream_ca)
         self.clock = clock
-        self.bearer = Bearer(tokens, api_url, clock)
         self.limits = limits = limits or Limits()
-        self.observer: ProxyObserver = observer or NullObserver()
-        self.pool = UpstreamPool(self.upstream, connect_timeout=limits.upstream_timeout, clock=clock)
-        self.connections: set[ClientConnection] = set()
+        self.pool = UpstreamPool(upstream, connect_timeout=limits.upstream_timeout, clock=clock)
+        self.context = ProxyContext(
+            target=upstream,
+            pool=self.pool,
+            bearer=Bearer(tokens, api_url, clock),
+            limits=limits,
+            observer=observer or NullObserver(),
+            clock=clock,
+        )
+        self.connections = self.context.connections
         self._listen = listen
         self._grace = grace
         self._allow_remote = allow_remote
@@ -80,7 +87,7 @@ class ProxyServer:
         host, port = self._listen
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
-            lambda: ClientConnection(self), host, port, reuse_address=True, backlog=1024
+            lambda: ClientConnection(self.context), host, port, reuse_address=True, backlog=1024
         )
         self._schedule_sweep()
         if not is_loopback(host):
@@ -100,6 +107,7 @@ class ProxyServer:
             return
         self._server.close()
         self._drained = asyncio.Event()
+        self.context.on_empty = self._drained.set
         for conn in list(self.connections):
             conn.shutdown()
         if self.connections:
@@ -114,11 +122,6 @@ class ProxyServer:
             self._sweeper.cancel()
         self.pool.close()
         self._server = None
-
-    def connection_closed(self, conn: ClientConnection) -> None:
-        self.connections.discard(conn)
-        if not self.connections and self._drained is not None:
-            self._drained.set()
 
     def _schedule_sweep(self) -> None:
         interval = min(SWEEP_SECONDS, self.limits.upstream_timeout / 4, self.limits.header_timeout / 4)
