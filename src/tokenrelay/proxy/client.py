@@ -27,7 +27,8 @@ from ..errors import TokenUnavailable
 from ..token import Token
 from . import answers, headers
 from .connection import UpstreamConnection
-from .context import Limits, ProxyContext
+from .context import ProxyContext
+from .limits import Limits
 
 log = logging.getLogger("tokenrelay.proxy")
 
@@ -110,9 +111,6 @@ class Exchange:
         self.waiting_since = 0.0  # sent in full, waiting for the answer's head
         self.body_started = 0.0  # the head's end, moved on by the time the proxy paused reading
         self.body_received = 0
-
-    def sent_all(self) -> bool:
-        return self.complete
 
 
 class ClientConnection(asyncio.Protocol):
@@ -309,10 +307,46 @@ class ClientConnection(asyncio.Protocol):
 
     # -- what the upstream connection calls ------------------------------------------------------
 
+    # AnswerEvents: what the upstream connection of the active request reports (see connection.py).
+
     def send(self, data: bytes) -> None:
         """Bytes of the answer for the client."""
         if self.transport is not None and not self.closed:
             self.transport.write(data)
+
+    def answer_head(self, status: int, close_delimited: bool) -> bool:
+        exchange = self._active
+        assert exchange is not None
+        exchange.status = status
+        if close_delimited:
+            exchange.keep_alive = False
+        return self.keeps_alive(exchange)
+
+    def may_retry_unauthorized(self) -> bool:
+        exchange = self._active
+        assert exchange is not None
+        token = exchange.token
+        return token is not None and self.can_retry(exchange) and self._context.bearer.may_reject(token)
+
+    def answered(self, conn: UpstreamConnection, reusable: bool) -> None:
+        exchange = self._release(conn, reusable)
+        if exchange is not None:
+            self._end(exchange)
+
+    def unauthorized(self, conn: UpstreamConnection, reusable: bool) -> None:
+        exchange = self._release(conn, reusable)
+        if exchange is not None:
+            self._resend(exchange, reject=True)
+
+    def _release(self, conn: UpstreamConnection, reusable: bool) -> Exchange | None:
+        """Give ``conn`` back to the pool; the active request it served, if it still is."""
+        exchange = self._active
+        if exchange is None or exchange.conn is not conn:
+            self._context.pool.release(conn, False)
+            return None
+        # a request whose body was not read in full leaves the upstream mid-request: never reuse
+        self._context.pool.release(conn, reusable and exchange.complete)
+        return exchange
 
     def keeps_alive(self, exchange: Exchange) -> bool:
         """Whether the connection stays open after this answer; decided as its head is written."""
@@ -323,21 +357,11 @@ class ClientConnection(asyncio.Protocol):
     def can_retry(self, exchange: Exchange) -> bool:
         return not exchange.resent and exchange.replay is not None and not self.closed
 
-    def can_retry_unauthorized(self, exchange: Exchange) -> bool:
-        token = exchange.token
-        return token is not None and self.can_retry(exchange) and self._context.bearer.may_reject(token)
-
-    def answered(self, exchange: Exchange) -> None:
-        self._end(exchange)
-
-    def retry_unauthorized(self, exchange: Exchange) -> None:
-        self._resend(exchange, reject=True)
-
     def upstream_failed(self, conn: UpstreamConnection, message: str) -> None:
-        exchange = conn.exchange
+        exchange = self._active
         head_sent = conn.head_sent
         conn.close()
-        if exchange is None or exchange is not self._active:
+        if exchange is None or exchange.conn is not conn:
             return
         exchange.conn = None
         if head_sent:
@@ -508,7 +532,9 @@ class ClientConnection(asyncio.Protocol):
         exchange.token, line = held
         exchange.conn = conn
         self._progress = (-1, 0.0)
-        conn.bind(self, exchange)
+        conn.bind(
+            self, self._limits, head_only=exchange.head_only, http11=exchange.http11, upgrade=exchange.upgrade
+        )
         out = self._out
         out.append(exchange.prefix + line + b"\r\n")
         if exchange.pending:

@@ -5,20 +5,22 @@ The answer is parsed with httptools only as far as the proxy needs: the status, 
 arrive, in one write per read; while the client's socket buffer is full the proxy stops reading from
 the upstream (back-pressure). After a ``101 Switching Protocols`` both connections are spliced and
 bytes flow untouched both ways.
+
+Dependencies run one way: this module knows nothing of the client side or of the pool. It reports
+what happens to the answer through ``AnswerEvents``, which the client connection implements (and
+which decides about retries and pooling), and tells its ``Owner`` (the pool) when it dies idle.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, cast
+import enum
+from typing import Protocol, cast
 
 import httptools
 
 from . import headers
-
-if TYPE_CHECKING:
-    from .client import ClientConnection, Exchange
-    from .pool import UpstreamPool
+from .limits import Limits
 
 _STATUS_LINES: dict[tuple[int, bytes], bytes] = {}
 _NO_BODY_STATUSES = frozenset({204, 304})
@@ -33,6 +35,61 @@ def status_line(status: int, reason: bytes) -> bytes:
     return line
 
 
+class Answer(enum.Enum):
+    """Where the answer on a connection stands."""
+
+    IDLE = "idle"  # no request bound (pooled, or just opened)
+    HEAD = "head"  # waiting for the answer's head, or reading it
+    INTERIM = "interim"  # inside a 1xx answer, which the proxy swallows
+    BODY = "body"  # the head went to the client; relaying the body
+    DISCARDING = "discarding"  # a 401 that will be retried: read to its end, not for the client
+    DISCARDED = "discarded"  # that 401 has been read in full
+    DONE = "done"  # the whole answer went to the client
+    SPLICED = "spliced"  # after a 101: bytes pass untouched both ways
+
+
+class AnswerEvents(Protocol):
+    """What an upstream connection reports about the answer it reads; the client side implements it."""
+
+    def answer_head(self, status: int, close_delimited: bool) -> bool:
+        """The answer's head is about to go out; whether the client's connection stays open after it."""
+        ...
+
+    def may_retry_unauthorized(self) -> bool:
+        """A 401 arrived: whether it is to be discarded and the request sent again."""
+        ...
+
+    def send(self, data: bytes) -> None:
+        """Bytes of the answer for the client."""
+        ...
+
+    def answered(self, conn: UpstreamConnection, reusable: bool) -> None:
+        """The answer went out in full; ``conn`` is free (``reusable`` if its framing allows)."""
+        ...
+
+    def unauthorized(self, conn: UpstreamConnection, reusable: bool) -> None:
+        """The 401 was read and discarded; ``conn`` is free."""
+        ...
+
+    def upstream_failed(self, conn: UpstreamConnection, message: str) -> None:
+        """The answer cannot be completed; ``conn`` is to be closed."""
+        ...
+
+    def splice(self, conn: UpstreamConnection) -> asyncio.Transport:
+        """The upstream switched protocols: the client's transport, to pass bytes to untouched."""
+        ...
+
+    def upstream_paused(self) -> None: ...
+
+    def upstream_resumed(self) -> None: ...
+
+
+class Owner(Protocol):
+    """Who holds a connection while it is idle (the pool)."""
+
+    def forget(self, conn: UpstreamConnection) -> None: ...
+
+
 class _HeadTooLarge(Exception):
     """Raised inside a parser callback: the answer's head exceeds the proxy's bound."""
 
@@ -45,47 +102,61 @@ _READ_VIEW = memoryview(_READ_BUFFER)
 
 
 class UpstreamConnection(asyncio.BufferedProtocol):
-    """A connection from the pool, bound to one client exchange at a time."""
+    """A connection from the pool, bound to one request at a time."""
 
-    def __init__(self, pool: UpstreamPool) -> None:
-        self.pool = pool
+    def __init__(self, owner: Owner) -> None:
+        self._owner = owner
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self.reused = False  # it served a request before: it may have gone stale while idle
         self.idle_since = 0.0
-        self.client: ClientConnection | None = None
-        self.exchange: Exchange | None = None
+        self.state = Answer.IDLE
+        self.events: AnswerEvents | None = None
+        self.progress = 0  # grows with every read and every drained write: the sweep watches it
+        self._limits = Limits()
+        self._head_only = False  # the bound request is HEAD: its answer ends at the head
+        self._http11 = True
+        self._upgrade = False
         self._parser = httptools.HttpResponseParser(self)
         self._headers: list[tuple[bytes, bytes]] = []
         self._reason = b""
         self._out: list[bytes] = []
-        self.received = False  # any byte of the current answer arrived
-        self.progress = 0  # grows with every read and every drained write: the sweep watches it
-        self.head_sent = False  # the client has the answer's head
-        self._interim = False  # inside a 1xx answer, which the proxy swallows
-        self._rechunk = False
+        self._rechunk = False  # towards the client, the body is chunked by the proxy
         self._to_close = False  # the answer ends when the upstream closes
-        self._discard = False  # a 401 that will be retried: not for the client
-        self._done = False
-        self._reusable = False
+        self._reusable = False  # the upstream's answer allows another request on this connection
         self._spliced: asyncio.Transport | None = None
         self._reading_paused = False  # by the client's back-pressure
-        self._head_bytes = -1  # bytes of the answer's head read so far; -1 once the head is complete
+        self._head_bytes = 0  # bytes of the answer's head read so far (while in HEAD/INTERIM)
         self._head_fields = 0
+
+    @property
+    def head_sent(self) -> bool:
+        """The client has the answer's head: from here a failure can only cut the connection."""
+        return self.state is Answer.BODY or self.state is Answer.DONE
+
+    @property
+    def received(self) -> bool:
+        """Any byte of the current answer arrived (else a reused connection may just have gone stale)."""
+        return self.state is not Answer.HEAD or self._head_bytes > 0
 
     # -- binding -----------------------------------------------------------------------------
 
-    def bind(self, client: ClientConnection, exchange: Exchange) -> None:
-        self.client = client
-        self.exchange = exchange
-        self.received = self.head_sent = self._done = self._discard = False
-        self._rechunk = self._to_close = self._interim = False
+    def bind(
+        self, events: AnswerEvents, limits: Limits, *, head_only: bool, http11: bool, upgrade: bool
+    ) -> None:
+        self.events = events
+        self.state = Answer.HEAD
+        self._limits = limits
+        self._head_only = head_only
+        self._http11 = http11
+        self._upgrade = upgrade
+        self._rechunk = self._to_close = False
         self._head_bytes = self._head_fields = 0
 
     def unbind(self) -> None:
-        """Forget the exchange; the caller closes or pools the connection."""
-        self.client = None
-        self.exchange = None
+        """Forget the request; the caller closes or pools the connection."""
+        self.events = None
+        self.state = Answer.IDLE
         # The answer may have ended in the very read whose relay filled the client's buffer: the
         # pause was that client's, and a pooled connection must read its next answer.
         self.resume_reading()
@@ -105,8 +176,7 @@ class UpstreamConnection(asyncio.BufferedProtocol):
         self.transport.write(data)
 
     def close(self) -> None:
-        self.client = None
-        self.exchange = None
+        self.events = None
         if self.transport is not None and not self.closed:
             self.closed = True
             self.transport.abort()
@@ -126,82 +196,83 @@ class UpstreamConnection(asyncio.BufferedProtocol):
         if self._spliced is not None:
             self._spliced.write(data)
             return
-        client = self.client
-        if client is None:
+        events = self.events
+        if events is None:
             self.close()  # bytes nobody asked for: the connection is not in a known state
             return
-        self.received = True
         self.progress += 1
         out = self._out
-        if self._head_bytes >= 0:
+        state = self.state
+        in_head = state is Answer.HEAD or state is Answer.INTERIM
+        if in_head:
             self._head_bytes += len(data)
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserUpgrade as exc:
-            if self.head_sent and self.exchange is not None and self.exchange.upgrade:
+            if self.head_sent and self._upgrade:  # a 101 (its message ends at the head)
                 out.append(data[exc.args[0] :])
-                self._flush(client)
-                self._splice(client)
+                self._flush(events)
+                self.state = Answer.SPLICED
+                self._spliced = events.splice(self)
                 return
-            self._flush(client)
-            client.upstream_failed(self, "the upstream switched protocols unasked")
+            self._flush(events)
+            events.upstream_failed(self, "the upstream switched protocols unasked")
             return
         except httptools.HttpParserCallbackError as exc:
             if not isinstance(exc.__context__, _HeadTooLarge):
                 raise
-            client.upstream_failed(self, self._too_large(client))
+            events.upstream_failed(self, self._too_large())
             return
         except httptools.HttpParserError:
-            self._flush(client)
-            client.upstream_failed(self, "the upstream sent a malformed answer")
+            self._flush(events)
+            events.upstream_failed(self, "the upstream sent a malformed answer")
             return
-        if self._head_bytes > client.limits.header_bytes:
+        state = self.state
+        if (state is Answer.HEAD or state is Answer.INTERIM) and self._head_bytes > self._limits.header_bytes:
             # checked after each read: httptools joins a header's pieces by copying, so an endless
             # line would otherwise cost quadratic time, and memory without bound
-            client.upstream_failed(self, self._too_large(client))
+            events.upstream_failed(self, self._too_large())
             return
         if out:
-            self._flush(client)
-        if self._done:
-            self._finish(client)
+            self._flush(events)
+        if state is Answer.DONE or state is Answer.DISCARDED:
+            self._finish(events)
 
     def eof_received(self) -> bool | None:
         return False
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        client = self.client
+        events = self.events
         if self._spliced is not None:
             self._spliced.close()
             return
-        if client is None:
-            self.pool.forget(self)
+        if events is None:
+            self._owner.forget(self)
             return
-        if self._discard:
-            exchange = self.exchange
-            assert exchange is not None
-            self.client = self.exchange = None
-            self._discard = False
-            client.retry_unauthorized(exchange)
+        state = self.state
+        if state is Answer.DISCARDING or state is Answer.DISCARDED:
+            self.events = None
+            events.unauthorized(self, False)
             return
-        if self.head_sent and self._to_close and not self._done:
+        if state is Answer.BODY and self._to_close:
             self._reusable = False
             if self._rechunk:
                 self._out.append(b"0\r\n\r\n")
-            self._flush(client)
-            self._done = True
-            self._finish(client)
+            self._flush(events)
+            self.state = Answer.DONE
+            self._finish(events)
             return
-        client.upstream_failed(self, "the upstream closed the connection before answering in full")
+        events.upstream_failed(self, "the upstream closed the connection before answering in full")
 
     def pause_writing(self) -> None:
-        if self.client is not None:
-            self.client.upstream_paused()
+        if self.events is not None:
+            self.events.upstream_paused()
 
     def resume_writing(self) -> None:
         self.progress += 1
-        if self.client is not None:
-            self.client.upstream_resumed()
+        if self.events is not None:
+            self.events.upstream_resumed()
 
     # -- httptools callbacks ---------------------------------------------------------------------
 
@@ -214,58 +285,56 @@ class UpstreamConnection(asyncio.BufferedProtocol):
     def on_header(self, name: bytes, value: bytes) -> None:
         self._headers.append((name, value))
         self._head_fields += 1
-        assert self.client is not None
-        if self._head_fields > self.client.limits.header_count:
+        if self._head_fields > self._limits.header_count:
             raise _HeadTooLarge
 
     def on_headers_complete(self) -> None:
-        client = self.client
-        exchange = self.exchange
-        assert client is not None
-        assert exchange is not None
+        events = self.events
+        assert events is not None
         parser = self._parser
         status = parser.get_status_code()
         if 100 <= status < 200 and status != 101:
-            self._interim = True  # the proxy already answered Expect itself; others mean nothing here
-            return  # interim heads count towards the head's bound: a flood of them is bounded too
-        self._head_bytes = -1
-        if status == 401 and client.can_retry_unauthorized(exchange):
-            self._discard = True
+            # the proxy already answered Expect itself; others mean nothing here. Interim heads
+            # count towards the head's bound: a flood of them is bounded too.
+            self.state = Answer.INTERIM
+            return
+        if status == 401 and events.may_retry_unauthorized():
+            self.state = Answer.DISCARDING
             self._reusable = parser.should_keep_alive()
-            if exchange.head_only:
-                self._end_head_answer()
+            if self._head_only:
+                self._end_head_answer(Answer.DISCARDED)
             return
         head = headers.response(self._headers)
         lines = [status_line(status, self._reason), head.lines]
-        no_body = exchange.head_only or status in _NO_BODY_STATUSES or status == 101
+        no_body = self._head_only or status in _NO_BODY_STATUSES or status == 101
+        close_delimited = False
         if status == 101:
             lines.append(b"Connection: Upgrade\r\nUpgrade: " + head.upgrade + b"\r\n")
         elif not no_body and (head.chunked or head.length < 0):
             self._to_close = not head.chunked
-            if exchange.http11:
+            if self._http11:
                 self._rechunk = True
                 lines.append(b"Transfer-Encoding: chunked\r\n")
             else:
-                exchange.keep_alive = False  # an HTTP/1.0 client learns the end by the close
-        if not client.keeps_alive(exchange):
+                close_delimited = True  # an HTTP/1.0 client learns the end by the close
+        if not events.answer_head(status, close_delimited):
             lines.append(b"Connection: close\r\n")
-        elif not exchange.http11:
+        elif not self._http11:
             lines.append(b"Connection: keep-alive\r\n")  # HTTP/1.0 closes unless told (RFC 9112 §9.3)
         lines.append(b"\r\n")
         self._out.append(b"".join(lines))
-        self.head_sent = True
-        exchange.status = status
-        if exchange.head_only:
+        self.state = Answer.BODY
+        if self._head_only:
             self._reusable = parser.should_keep_alive()
-            self._end_head_answer()
+            self._end_head_answer(Answer.DONE)
 
-    def _end_head_answer(self) -> None:
+    def _end_head_answer(self, state: Answer) -> None:
         """A HEAD answer ends at its head; httptools cannot be told so and would wait for a body."""
         self._parser = httptools.HttpResponseParser(self)
-        self._done = True
+        self.state = state
 
     def on_body(self, body: bytes) -> None:
-        if self._discard:
+        if self.state is Answer.DISCARDING:
             return
         if self._rechunk:
             self._out.append(b"%x\r\n%b\r\n" % (len(body), body))
@@ -273,47 +342,41 @@ class UpstreamConnection(asyncio.BufferedProtocol):
             self._out.append(body)
 
     def on_message_complete(self) -> None:
-        if self._interim:
-            self._interim = False
+        state = self.state
+        if state is Answer.INTERIM:
+            self.state = Answer.HEAD
             return
-        if self._done:
+        if state is Answer.DONE or state is Answer.DISCARDED:
             return  # the HEAD answer's replaced parser: already finished
+        self._reusable = self._parser.should_keep_alive()
+        if state is Answer.DISCARDING:
+            self.state = Answer.DISCARDED
+            return
         if self._rechunk:
             self._out.append(b"0\r\n\r\n")
-        self._reusable = self._parser.should_keep_alive()
-        self._done = True
+        self.state = Answer.DONE
 
     # -- helpers ---------------------------------------------------------------------------------
 
-    def _too_large(self, client: ClientConnection) -> str:
-        limits = client.limits
+    def _too_large(self) -> str:
+        limits = self._limits
         return (
             f"the upstream's answer head is larger than {limits.header_bytes} bytes "
             f"or has more than {limits.header_count} header fields"
         )
 
-    def _flush(self, client: ClientConnection) -> None:
+    def _flush(self, events: AnswerEvents) -> None:
         out = self._out
         if out:
-            client.send(out[0] if len(out) == 1 else b"".join(out))
+            events.send(out[0] if len(out) == 1 else b"".join(out))
             out.clear()
 
-    def _finish(self, client: ClientConnection) -> None:
-        exchange = self.exchange
-        assert exchange is not None
+    def _finish(self, events: AnswerEvents) -> None:
         # After an upgrade request the upstream's idea of the framing may differ from ours: never reuse.
-        reusable = self._reusable and not self._to_close and exchange.sent_all() and not exchange.upgrade
-        self.client = None
-        self.exchange = None
-        self._done = False
-        if self._discard:
-            self._discard = False
-            self.pool.release(self, reusable)
-            client.retry_unauthorized(exchange)
-            return
-        self.pool.release(self, reusable)
-        client.answered(exchange)
-
-    def _splice(self, client: ClientConnection) -> None:
-        """From here on, bytes pass untouched both ways (a WebSocket after its handshake)."""
-        self._spliced = client.splice(self)
+        reusable = self._reusable and not self._to_close and not self._upgrade
+        discarded = self.state is Answer.DISCARDED
+        self.events = None
+        if discarded:
+            events.unauthorized(self, reusable)
+        else:
+            events.answered(self, reusable)

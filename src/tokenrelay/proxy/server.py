@@ -12,7 +12,8 @@ from ..loopback import is_loopback
 from ..token import TokenSource
 from .bearer import Bearer
 from .client import ClientConnection
-from .context import Limits, ProxyContext
+from .context import ProxyContext
+from .limits import Limits
 from .observer import NullObserver, ProxyObserver
 from .pool import UpstreamPool
 from .upstream import Upstream
