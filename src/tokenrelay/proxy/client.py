@@ -28,6 +28,7 @@ from ..token import Token
 from . import answers, headers
 from .connection import UpstreamConnection
 from .context import ProxyContext
+from .flow import PENDING_FULL, QUEUED, STOPPED, UPGRADING, UPSTREAM_FULL, ReadFlow
 from .limits import Limits
 
 log = logging.getLogger("tokenrelay.proxy")
@@ -35,13 +36,6 @@ log = logging.getLogger("tokenrelay.proxy")
 REPLAY_LIMIT = 64 * 1024  # the issue's bound for a replayable body
 PENDING_LIMIT = 256 * 1024
 LINGER_SECONDS = 2.0  # after refusing a request mid-way, how long its remaining bytes are read and dropped
-
-# Why reading from the client is paused (bits of ClientConnection._paused).
-_UPSTREAM_FULL = 1  # the upstream's socket buffer is full
-_QUEUED = 2  # a pipelined request waits for the one before it
-_PENDING_FULL = 4  # the body held for an unbound request is large
-_STOPPED = 8  # nothing more will be read (refused, or closing)
-_UPGRADING = 16  # an upgrade request waits for its 101: what follows is not HTTP, or not ours to send
 
 
 # Methods a proxy may send again after a failure (RFC 9110 §9.2.2); others may have been processed.
@@ -134,8 +128,7 @@ class ClientConnection(asyncio.Protocol):
         self.head_started = 0.0
         self.idle_since = clock()
         self._out: list[bytes] = []
-        self._paused = 0
-        self._paused_since = 0.0
+        self._flow = ReadFlow(clock)
         self._writing_paused = False
         self._progress = (-1, 0.0)  # the upstream's progress count at the last sweep, and since when
         self._upgrading: Exchange | None = None
@@ -158,12 +151,13 @@ class ClientConnection(asyncio.Protocol):
             context.observer.request(503, 0.0)
             return
         context.connections.add(self)
+        self._flow.attach(self.transport)
 
     def data_received(self, data: bytes) -> None:
         if self._spliced is not None:
             self._spliced.write(data)
             return
-        if self._paused & _STOPPED:
+        if self._flow.reasons & STOPPED:
             return
         upgrading = self._upgrading
         if upgrading is not None and upgrading.complete:
@@ -199,6 +193,7 @@ class ClientConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        self._flow.detach()
         self._context.closed(self)
         if self._task is not None:
             self._task.cancel()
@@ -375,10 +370,10 @@ class ClientConnection(asyncio.Protocol):
             self._fail(exchange, partial(answers.upstream_failed, message))
 
     def upstream_paused(self) -> None:
-        self._pause(_UPSTREAM_FULL)
+        self._flow.pause(UPSTREAM_FULL)
 
     def upstream_resumed(self) -> None:
-        self._resume(_UPSTREAM_FULL)
+        self._resume(UPSTREAM_FULL)
 
     def splice(self, conn: UpstreamConnection) -> asyncio.Transport:
         """The upgrade succeeded: from now on bytes pass untouched both ways."""
@@ -394,7 +389,7 @@ class ClientConnection(asyncio.Protocol):
         for data in self._held:
             conn.write(data)
         self._held = []
-        self._resume(_UPGRADING)
+        self._resume(UPGRADING)
         return self.transport
 
     # -- what the server calls -------------------------------------------------------------------
@@ -403,7 +398,7 @@ class ClientConnection(asyncio.Protocol):
         """Apply the timeouts; called about once a second."""
         limits = self._limits
         parsing = self._parsing
-        if self._in_body and parsing is not None and not self._paused:
+        if self._in_body and parsing is not None and not self._flow.reasons:
             allowed = limits.body_timeout + parsing.body_received / limits.body_min_rate
             if now - parsing.body_started > allowed:
                 self._body_timed_out(parsing)
@@ -416,7 +411,7 @@ class ClientConnection(asyncio.Protocol):
             if exchange.waiting_since and not conn.head_sent:
                 if now - exchange.waiting_since > limits.upstream_timeout:
                     self._upstream_timed_out(exchange, conn)
-            elif (conn.head_sent or self._paused & _UPSTREAM_FULL) and not self._writing_paused:
+            elif (conn.head_sent or self._flow.reasons & UPSTREAM_FULL) and not self._writing_paused:
                 # mid-answer, or the upstream not taking the request body: it must make progress
                 if self._progress[0] != conn.progress:
                     self._progress = (conn.progress, now)
@@ -447,7 +442,7 @@ class ClientConnection(asyncio.Protocol):
             "request body too slow",
             extra={"received": exchange.body_received, "timeout": limits.body_timeout},
         )
-        self._pause(_STOPPED)
+        self._flow.pause(STOPPED)
         conn = exchange.conn
         if conn is not None:
             exchange.conn = None
@@ -473,7 +468,7 @@ class ClientConnection(asyncio.Protocol):
             self._activate(exchange)
         else:
             self._queue.append(exchange)
-            self._pause(_QUEUED)
+            self._flow.pause(QUEUED)
 
     def _activate(self, exchange: Exchange) -> None:
         self._active = exchange
@@ -541,7 +536,7 @@ class ClientConnection(asyncio.Protocol):
             out += exchange.pending
             exchange.pending = []
             exchange.pending_size = 0
-            self._resume(_PENDING_FULL)
+            self._resume(PENDING_FULL)
         if exchange.complete:
             exchange.waiting_since = self._clock()
         if self._writing_paused:
@@ -563,7 +558,7 @@ class ClientConnection(asyncio.Protocol):
             exchange.pending.append(data)
             exchange.pending_size += len(data)
             if exchange.pending_size > PENDING_LIMIT:
-                self._pause(_PENDING_FULL)
+                self._flow.pause(PENDING_FULL)
 
     def _hold(self, data: bytes) -> None:
         """Keep what follows an upgrade request until the upstream agrees to switch (101).
@@ -573,7 +568,7 @@ class ClientConnection(asyncio.Protocol):
         """
         if data:
             self._held.append(data)
-        self._pause(_UPGRADING)
+        self._flow.pause(UPGRADING)
 
     def _flush(self) -> None:
         out = self._out
@@ -609,7 +604,7 @@ class ClientConnection(asyncio.Protocol):
         if self._queue:
             following = self._queue.popleft()
             if not self._queue:
-                self._resume(_QUEUED)
+                self._resume(QUEUED)
             self._activate(following)
             self._flush()
 
@@ -632,7 +627,7 @@ class ClientConnection(asyncio.Protocol):
 
     def _refuse(self, answer: bytes) -> None:
         """Stop reading; answer ``answer`` (if not empty) once the requests before are answered."""
-        self._pause(_STOPPED)
+        self._flow.pause(STOPPED)
         self._upgrading = None
         if not answer:
             return
@@ -649,30 +644,21 @@ class ClientConnection(asyncio.Protocol):
     def _too_large(self) -> str:
         return f"the request head is larger than {self._limits.header_bytes} bytes"
 
-    def _pause(self, reason: int) -> None:
-        if not self._paused and self.transport is not None and not self.closed:
-            self.transport.pause_reading()
-            self._paused_since = self._clock()
-        self._paused |= reason
-
     def _resume(self, reason: int) -> None:
-        if self._paused & reason:
-            self._paused &= ~reason
-            if not self._paused and self.transport is not None and not self.closed:
-                self.transport.resume_reading()
-                parsing = self._parsing
-                if parsing is not None and self._in_body:
-                    # the proxy's own pause is not the client's slowness
-                    parsing.body_started += self._clock() - self._paused_since
+        paused = self._flow.resume(reason)
+        parsing = self._parsing
+        if paused and parsing is not None and self._in_body:
+            parsing.body_started += paused  # the proxy's own pause is not the client's slowness
 
     def _close(self) -> None:
         transport = self.transport
         if not self.closed and transport is not None:
             self.closed = True
-            if (self._paused & _STOPPED or self._in_body) and transport.can_write_eof():
+            self._flow.detach()
+            if (self._flow.reasons & STOPPED or self._in_body) and transport.can_write_eof():
                 # The client may still be sending: closing on unread bytes would reset the
                 # connection and lose the answer just written. Half-close, discard what comes, then close.
-                self._paused |= _STOPPED
+                self._flow.reasons |= STOPPED
                 transport.write_eof()
                 transport.resume_reading()
                 asyncio.get_running_loop().call_later(LINGER_SECONDS, transport.close)
@@ -683,5 +669,6 @@ class ClientConnection(asyncio.Protocol):
     def _abort(self) -> None:
         if self.transport is not None:
             self.closed = True
+            self._flow.detach()
             self.transport.abort()
             self._context.closed(self)
