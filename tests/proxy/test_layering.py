@@ -30,4 +30,4 @@ def test_no_import_cycle_in_the_proxy_package() -> None:
         order = list(TopologicalSorter(graph).static_order())
     except CycleError as exc:
         raise AssertionError(f"import cycle: {' -> '.join(exc.args[1])}") from None
-    assert order.index("connection") < order.index("pool") < order.index("client") < order.index("server")
+    assert order.index("upstream") < order.index("pool") < order.index("downstream") < order.index("server")

@@ -12,7 +12,7 @@ import aiohttp
 import pytest
 
 from tokenrelay.proxy.bearer import REJECT_INTERVAL
-from tokenrelay.proxy.client import ClientConnection
+from tokenrelay.proxy.downstream import ClientConnection
 from tokenrelay.testing import FakeClock
 
 from .conftest import Echo, Handler, Observed, StartProxy, Tokens, body_of, raw

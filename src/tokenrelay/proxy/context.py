@@ -15,7 +15,7 @@ from .bearer import Bearer
 from .limits import Limits
 from .observer import ProxyObserver
 from .pool import UpstreamPool
-from .upstream import Upstream
+from .target import Target
 
 
 class Served(Protocol):
@@ -32,7 +32,7 @@ class Served(Protocol):
 class ProxyContext:
     """The narrow view of the proxy that each client connection gets."""
 
-    target: Upstream
+    target: Target
     pool: UpstreamPool
     bearer: Bearer
     limits: Limits

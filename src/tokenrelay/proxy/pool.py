@@ -1,9 +1,9 @@
 """Keep-alive connections to the upstream, reused last-in first-out.
 
-A connection returns to the pool only when its last exchange ended cleanly (the request sent in
+A connection returns to the pool only when its last request ended cleanly (the request sent in
 full, the answer read in full, no ``Connection: close``). The upstream may close an idle connection at
 any time; the pool forgets it when it notices, and the client side retries a request once on a new
-connection when a reused one dies before answering (see client.py).
+connection when a reused one dies before answering (see downstream.py).
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import asyncio
 import time
 from collections.abc import Callable
 
-from .connection import UpstreamConnection
-from .upstream import Upstream
+from .target import Target
+from .upstream import UpstreamConnection
 
 MAX_IDLE = 256
 IDLE_SECONDS = 30.0  # below the usual servers' keep-alive timeouts (nginx 75 s, aiohttp 75 s)
@@ -24,7 +24,7 @@ class UpstreamPool:
 
     def __init__(
         self,
-        upstream: Upstream,
+        upstream: Target,
         *,
         connect_timeout: float,
         max_idle: int = MAX_IDLE,

@@ -11,12 +11,12 @@ from ..config import Settings
 from ..loopback import is_loopback
 from ..token import TokenSource
 from .bearer import Bearer
-from .client import ClientConnection
 from .context import ProxyContext
+from .downstream import ClientConnection
 from .limits import Limits
 from .observer import NullObserver, ProxyObserver
 from .pool import UpstreamPool
-from .upstream import Upstream
+from .target import Target
 
 log = logging.getLogger("tokenrelay.proxy")
 
@@ -39,7 +39,7 @@ class ProxyServer:
         observer: ProxyObserver | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.upstream = upstream = Upstream.from_url(api_url, upstream_ca)
+        self.upstream = upstream = Target.from_url(api_url, upstream_ca)
         self.clock = clock
         self.limits = limits = limits or Limits()
         self.pool = UpstreamPool(upstream, connect_timeout=limits.upstream_timeout, clock=clock)

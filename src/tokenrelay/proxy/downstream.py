@@ -7,7 +7,8 @@ callbacks with no task, no future and one write per read in each direction. Only
 A request's body is streamed as it arrives; while no upstream connection is bound yet it is held,
 and reading stops once that holds more than PENDING_LIMIT bytes. Up to REPLAY_LIMIT bytes of it are
 also kept so that the request can be sent again: once, on a fresh token after a 401, or on a new
-connection when a pooled one turns out to have been closed by the upstream while idle.
+connection when a pooled one turns out to have been closed by the upstream while idle (idempotent
+methods only).
 Pipelined requests are parsed, queued (reading stops meanwhile) and answered in order.
 """
 
@@ -26,10 +27,10 @@ import httptools
 from ..errors import TokenUnavailable
 from ..token import Token
 from . import answers, headers
-from .connection import UpstreamConnection
 from .context import ProxyContext
 from .flow import PENDING_FULL, QUEUED, STOPPED, UPGRADING, UPSTREAM_FULL, ReadFlow
 from .limits import Limits
+from .upstream import UpstreamConnection
 
 log = logging.getLogger("tokenrelay.proxy")
 
@@ -52,7 +53,7 @@ class _Refuse(Exception):
         self.answer = answer
 
 
-class Exchange:
+class ProxiedRequest:
     """One request and its answer."""
 
     __slots__ = (
@@ -117,9 +118,9 @@ class ClientConnection(asyncio.Protocol):
         self._clock = clock = context.clock
         self.transport: asyncio.Transport | None = None
         self._parser = httptools.HttpRequestParser(self)
-        self._parsing: Exchange | None = None
-        self._active: Exchange | None = None
-        self._queue: deque[Exchange] = deque()
+        self._parsing: ProxiedRequest | None = None
+        self._active: ProxiedRequest | None = None
+        self._queue: deque[ProxiedRequest] = deque()
         self._url = b""
         self._headers: list[tuple[bytes, bytes]] = []
         self._head_size = 0
@@ -131,7 +132,7 @@ class ClientConnection(asyncio.Protocol):
         self._flow = ReadFlow(clock)
         self._writing_paused = False
         self._progress = (-1, 0.0)  # the upstream's progress count at the last sweep, and since when
-        self._upgrading: Exchange | None = None
+        self._upgrading: ProxiedRequest | None = None
         self._held: list[bytes] = []  # what the client sent after an upgrade request, until its 101
         self._spliced: UpstreamConnection | None = None
         self._task: asyncio.Task[None] | None = None
@@ -200,12 +201,12 @@ class ClientConnection(asyncio.Protocol):
         if self._spliced is not None:
             self._spliced.close()
             self._spliced = None
-        exchange = self._active
-        if exchange is not None:
+        request = self._active
+        if request is not None:
             self._active = None
-            if exchange.conn is not None:
-                exchange.conn.close()  # nobody is left to read the answer
-            self._context.observer.request(exchange.status or 499, self._clock() - exchange.started)
+            if request.conn is not None:
+                request.conn.close()  # nobody is left to read the answer
+            self._context.observer.request(request.status or 499, self._clock() - request.started)
 
     def pause_writing(self) -> None:
         self._writing_paused = True
@@ -222,7 +223,7 @@ class ClientConnection(asyncio.Protocol):
     # -- httptools callbacks ---------------------------------------------------------------------
 
     def on_message_begin(self) -> None:
-        self._parsing = Exchange(self._clock())
+        self._parsing = ProxiedRequest(self._clock())
         self._url = b""
         self._headers = []
         self._head_size = 0
@@ -246,63 +247,63 @@ class ClientConnection(asyncio.Protocol):
             )
 
     def on_headers_complete(self) -> None:
-        exchange = self._parsing
-        assert exchange is not None
+        request = self._parsing
+        assert request is not None
         self._in_body = True
         self._unparsed = 0
         self.head_started = 0.0
-        exchange.body_started = self._clock()
+        request.body_started = self._clock()
         parser = self._parser
         method = parser.get_method()
-        exchange.keep_alive = parser.should_keep_alive()
-        exchange.http11 = parser.get_http_version() == "1.1"
+        request.keep_alive = parser.should_keep_alive()
+        request.http11 = parser.get_http_version() == "1.1"
         upstream = self._context.target
         refused = method in _REFUSED_METHODS
         target = upstream.target(self._url) if not refused else None
         if target is None:
-            exchange.refusal = (
+            request.refusal = (
                 answers.method_not_allowed(method.decode()) if refused else answers.foreign_target()
             )
-            exchange.complete = True
-            self._enqueue(exchange)
+            request.complete = True
+            self._enqueue(request)
             raise _Refuse(b"")  # stop parsing: the refusal is queued and closes the connection
         head = headers.request(self._headers)
         self._headers = []
-        exchange.head_only = method == b"HEAD"
-        exchange.idempotent = method in _IDEMPOTENT
-        exchange.chunked = head.chunked
-        exchange.expect_continue = head.expect_continue
+        request.head_only = method == b"HEAD"
+        request.idempotent = method in _IDEMPOTENT
+        request.chunked = head.chunked
+        request.expect_continue = head.expect_continue
         parts = [method, b" ", target, b" HTTP/1.1\r\n", upstream.host_header, head.lines]
         if head.chunked:
             parts.append(b"Transfer-Encoding: chunked\r\n")
         if head.upgrade and parser.should_upgrade():
-            exchange.upgrade = True
-            exchange.keep_alive = False  # after a refused upgrade the connection's state is unclear
+            request.upgrade = True
+            request.keep_alive = False  # after a refused upgrade the connection's state is unclear
             parts.append(b"Connection: Upgrade\r\nUpgrade: " + head.upgrade + b"\r\n")
-            self._upgrading = exchange
-        exchange.prefix = b"".join(parts)
-        self._enqueue(exchange)
+            self._upgrading = request
+        request.prefix = b"".join(parts)
+        self._enqueue(request)
 
     def on_body(self, body: bytes) -> None:
-        exchange = self._parsing
-        assert exchange is not None
-        exchange.body_received += len(body)
-        self._forward(exchange, b"%x\r\n%b\r\n" % (len(body), body) if exchange.chunked else body)
+        request = self._parsing
+        assert request is not None
+        request.body_received += len(body)
+        self._forward(request, b"%x\r\n%b\r\n" % (len(body), body) if request.chunked else body)
 
     def on_message_complete(self) -> None:
-        exchange = self._parsing
-        assert exchange is not None
+        request = self._parsing
+        assert request is not None
         self._parsing = None
         self._in_body = False
-        if exchange.chunked:
-            self._forward(exchange, b"0\r\n\r\n")
-        exchange.complete = True
-        if exchange.conn is not None:
-            exchange.waiting_since = self._clock()
+        if request.chunked:
+            self._forward(request, b"0\r\n\r\n")
+        request.complete = True
+        if request.conn is not None:
+            request.waiting_since = self._clock()
 
     # -- what the upstream connection calls ------------------------------------------------------
 
-    # AnswerEvents: what the upstream connection of the active request reports (see connection.py).
+    # AnswerEvents: what the upstream connection of the active request reports (see upstream.py).
 
     def send(self, data: bytes) -> None:
         """Bytes of the answer for the client."""
@@ -310,64 +311,64 @@ class ClientConnection(asyncio.Protocol):
             self.transport.write(data)
 
     def answer_head(self, status: int, close_delimited: bool) -> bool:
-        exchange = self._active
-        assert exchange is not None
-        exchange.status = status
+        request = self._active
+        assert request is not None
+        request.status = status
         if close_delimited:
-            exchange.keep_alive = False
-        return self.keeps_alive(exchange)
+            request.keep_alive = False
+        return self.keeps_alive(request)
 
     def may_retry_unauthorized(self) -> bool:
-        exchange = self._active
-        assert exchange is not None
-        token = exchange.token
-        return token is not None and self.can_retry(exchange) and self._context.bearer.may_reject(token)
+        request = self._active
+        assert request is not None
+        token = request.token
+        return token is not None and self.can_retry(request) and self._context.bearer.may_reject(token)
 
     def answered(self, conn: UpstreamConnection, reusable: bool) -> None:
-        exchange = self._release(conn, reusable)
-        if exchange is not None:
-            self._end(exchange)
+        request = self._release(conn, reusable)
+        if request is not None:
+            self._end(request)
 
     def unauthorized(self, conn: UpstreamConnection, reusable: bool) -> None:
-        exchange = self._release(conn, reusable)
-        if exchange is not None:
-            self._resend(exchange, reject=True)
+        request = self._release(conn, reusable)
+        if request is not None:
+            self._resend(request, reject=True)
 
-    def _release(self, conn: UpstreamConnection, reusable: bool) -> Exchange | None:
+    def _release(self, conn: UpstreamConnection, reusable: bool) -> ProxiedRequest | None:
         """Give ``conn`` back to the pool; the active request it served, if it still is."""
-        exchange = self._active
-        if exchange is None or exchange.conn is not conn:
+        request = self._active
+        if request is None or request.conn is not conn:
             self._context.pool.release(conn, False)
             return None
         # a request whose body was not read in full leaves the upstream mid-request: never reuse
-        self._context.pool.release(conn, reusable and exchange.complete)
-        return exchange
+        self._context.pool.release(conn, reusable and request.complete)
+        return request
 
-    def keeps_alive(self, exchange: Exchange) -> bool:
+    def keeps_alive(self, request: ProxiedRequest) -> bool:
         """Whether the connection stays open after this answer; decided as its head is written."""
-        keep = exchange.keep_alive and exchange.complete and not self._closing and not self._eof
-        exchange.close_after = not keep
+        keep = request.keep_alive and request.complete and not self._closing and not self._eof
+        request.close_after = not keep
         return keep
 
-    def can_retry(self, exchange: Exchange) -> bool:
-        return not exchange.resent and exchange.replay is not None and not self.closed
+    def can_retry(self, request: ProxiedRequest) -> bool:
+        return not request.resent and request.replay is not None and not self.closed
 
     def upstream_failed(self, conn: UpstreamConnection, message: str) -> None:
-        exchange = self._active
+        request = self._active
         head_sent = conn.head_sent
         conn.close()
-        if exchange is None or exchange.conn is not conn:
+        if request is None or request.conn is not conn:
             return
-        exchange.conn = None
+        request.conn = None
         if head_sent:
             self._abort()
-        elif conn.reused and not conn.received and self.can_retry(exchange) and exchange.idempotent:
-            self._resend(exchange, reject=False)
+        elif conn.reused and not conn.received and self.can_retry(request) and request.idempotent:
+            self._resend(request, reject=False)
         else:
             if conn.reused and not conn.received:
                 message += "; the request was not sent again, as the upstream may have processed it"
             log.warning("upstream failed", extra={"error": message})
-            self._fail(exchange, partial(answers.upstream_failed, message))
+            self._fail(request, partial(answers.upstream_failed, message))
 
     def upstream_paused(self) -> None:
         self._flow.pause(UPSTREAM_FULL)
@@ -378,13 +379,13 @@ class ClientConnection(asyncio.Protocol):
     def splice(self, conn: UpstreamConnection) -> asyncio.Transport:
         """The upgrade succeeded: from now on bytes pass untouched both ways."""
         assert self.transport is not None
-        exchange = self._active
+        request = self._active
         self._spliced = conn
         self._upgrading = None
         self._active = None
-        if exchange is not None:
-            self._context.observer.request(exchange.status, self._clock() - exchange.started)
-        for data in exchange.pending if exchange is not None else ():
+        if request is not None:
+            self._context.observer.request(request.status, self._clock() - request.started)
+        for data in request.pending if request is not None else ():
             conn.write(data)
         for data in self._held:
             conn.write(data)
@@ -403,20 +404,20 @@ class ClientConnection(asyncio.Protocol):
             if now - parsing.body_started > allowed:
                 self._body_timed_out(parsing)
                 return
-        exchange = self._active
-        if exchange is not None:
-            conn = exchange.conn
+        request = self._active
+        if request is not None:
+            conn = request.conn
             if conn is None:
                 return
-            if exchange.waiting_since and not conn.head_sent:
-                if now - exchange.waiting_since > limits.upstream_timeout:
-                    self._upstream_timed_out(exchange, conn)
+            if request.waiting_since and not conn.head_sent:
+                if now - request.waiting_since > limits.upstream_timeout:
+                    self._upstream_timed_out(request, conn)
             elif (conn.head_sent or self._flow.reasons & UPSTREAM_FULL) and not self._writing_paused:
                 # mid-answer, or the upstream not taking the request body: it must make progress
                 if self._progress[0] != conn.progress:
                     self._progress = (conn.progress, now)
                 elif now - self._progress[1] > limits.upstream_timeout:
-                    self._upstream_timed_out(exchange, conn)
+                    self._upstream_timed_out(request, conn)
             else:
                 self._progress = (-1, now)
             return
@@ -427,30 +428,30 @@ class ClientConnection(asyncio.Protocol):
         elif self._parsing is None and not self.head_started and now - self.idle_since > limits.idle_timeout:
             self._close()
 
-    def _upstream_timed_out(self, exchange: Exchange, conn: UpstreamConnection) -> None:
+    def _upstream_timed_out(self, request: ProxiedRequest, conn: UpstreamConnection) -> None:
         """504 when nothing was answered yet, else the client's connection is cut (a short body)."""
-        exchange.conn = None
+        request.conn = None
         conn.close()
         timeout = self._limits.upstream_timeout
         log.warning("upstream timed out", extra={"timeout": timeout})
-        self._fail(exchange, partial(answers.upstream_timeout, timeout))
+        self._fail(request, partial(answers.upstream_timeout, timeout))
 
-    def _body_timed_out(self, exchange: Exchange) -> None:
+    def _body_timed_out(self, request: ProxiedRequest) -> None:
         """A request body too slow to finish (a slowloris on the body): 408, or a cut once answered."""
         limits = self._limits
         log.warning(
             "request body too slow",
-            extra={"received": exchange.body_received, "timeout": limits.body_timeout},
+            extra={"received": request.body_received, "timeout": limits.body_timeout},
         )
         self._flow.pause(STOPPED)
-        conn = exchange.conn
+        conn = request.conn
         if conn is not None:
-            exchange.conn = None
+            request.conn = None
             conn.close()  # the upstream holds part of a body that will never be whole
-        if exchange is not self._active:
+        if request is not self._active:
             self._abort()
             return
-        self._fail(exchange, partial(answers.body_timeout, limits.body_timeout, limits.body_min_rate))
+        self._fail(request, partial(answers.body_timeout, limits.body_timeout, limits.body_min_rate))
 
     def shutdown(self) -> None:
         """Finish the request in flight, then close; close at once when idle."""
@@ -463,36 +464,36 @@ class ClientConnection(asyncio.Protocol):
 
     # -- forwarding --------------------------------------------------------------------------------
 
-    def _enqueue(self, exchange: Exchange) -> None:
+    def _enqueue(self, request: ProxiedRequest) -> None:
         if self._active is None:
-            self._activate(exchange)
+            self._activate(request)
         else:
-            self._queue.append(exchange)
+            self._queue.append(request)
             self._flow.pause(QUEUED)
 
-    def _activate(self, exchange: Exchange) -> None:
-        self._active = exchange
-        if exchange.refusal is not None:
-            self._answer(exchange, exchange.refusal, close=True)
+    def _activate(self, request: ProxiedRequest) -> None:
+        self._active = request
+        if request.refusal is not None:
+            self._answer(request, request.refusal, close=True)
             return
-        if exchange.expect_continue and not exchange.complete:
+        if request.expect_continue and not request.complete:
             self.send(answers.CONTINUE)
         context = self._context
         held = context.bearer.current()
         if held is not None:
             conn = context.pool.take()
             if conn is not None:
-                self._bind(exchange, conn, held)
+                self._bind(request, conn, held)
                 return
-        self._task = asyncio.ensure_future(self._dispatch(exchange, held, reject=False, fresh=False))
+        self._task = asyncio.ensure_future(self._dispatch(request, held, reject=False, fresh=False))
 
     async def _dispatch(
-        self, exchange: Exchange, held: tuple[Token, bytes] | None, *, reject: bool, fresh: bool
+        self, request: ProxiedRequest, held: tuple[Token, bytes] | None, *, reject: bool, fresh: bool
     ) -> None:
         context = self._context
         try:
-            if reject and exchange.token is not None:
-                held = await context.bearer.reject(exchange.token)
+            if reject and request.token is not None:
+                held = await context.bearer.reject(request.token)
             elif held is None:
                 held = await context.bearer.get()
             conn = None if fresh else context.pool.take()
@@ -501,11 +502,11 @@ class ClientConnection(asyncio.Protocol):
         except TokenUnavailable as exc:
             self._task = None
             log.warning("no token to forward with", extra={"error": exc.message})
-            self._fail(exchange, partial(answers.token_unavailable, exc.message))
+            self._fail(request, partial(answers.token_unavailable, exc.message))
             return
         except TimeoutError:
             self._task = None
-            self._fail(exchange, partial(answers.upstream_timeout, self._limits.upstream_timeout))
+            self._fail(request, partial(answers.upstream_timeout, self._limits.upstream_timeout))
             return
         except OSError as exc:
             self._task = None
@@ -514,50 +515,50 @@ class ClientConnection(asyncio.Protocol):
             if isinstance(exc, ssl.SSLCertVerificationError):
                 message += "; if it uses a private CA, pass its bundle with --upstream-ca"
             log.warning("upstream unreachable", extra={"error": message})
-            self._fail(exchange, partial(answers.unreachable, message))
+            self._fail(request, partial(answers.unreachable, message))
             return
         self._task = None
-        if exchange is not self._active or self.closed:
+        if request is not self._active or self.closed:
             context.pool.release(conn, reusable=True)
             return
-        self._bind(exchange, conn, held)
+        self._bind(request, conn, held)
         self._flush()
 
-    def _bind(self, exchange: Exchange, conn: UpstreamConnection, held: tuple[Token, bytes]) -> None:
-        exchange.token, line = held
-        exchange.conn = conn
+    def _bind(self, request: ProxiedRequest, conn: UpstreamConnection, held: tuple[Token, bytes]) -> None:
+        request.token, line = held
+        request.conn = conn
         self._progress = (-1, 0.0)
         conn.bind(
-            self, self._limits, head_only=exchange.head_only, http11=exchange.http11, upgrade=exchange.upgrade
+            self, self._limits, head_only=request.head_only, http11=request.http11, upgrade=request.upgrade
         )
         out = self._out
-        out.append(exchange.prefix + line + b"\r\n")
-        if exchange.pending:
-            out += exchange.pending
-            exchange.pending = []
-            exchange.pending_size = 0
+        out.append(request.prefix + line + b"\r\n")
+        if request.pending:
+            out += request.pending
+            request.pending = []
+            request.pending_size = 0
             self._resume(PENDING_FULL)
-        if exchange.complete:
-            exchange.waiting_since = self._clock()
+        if request.complete:
+            request.waiting_since = self._clock()
         if self._writing_paused:
             conn.pause_reading()
 
-    def _forward(self, exchange: Exchange, data: bytes) -> None:
+    def _forward(self, request: ProxiedRequest, data: bytes) -> None:
         """Body bytes (already framed) for the upstream."""
-        replay = exchange.replay
+        replay = request.replay
         if replay is not None:
-            size = exchange.replay_size + len(data)
+            size = request.replay_size + len(data)
             if size <= REPLAY_LIMIT:
                 replay.append(data)
-                exchange.replay_size = size
+                request.replay_size = size
             else:
-                exchange.replay = None
-        if exchange.conn is not None and exchange is self._active:
+                request.replay = None
+        if request.conn is not None and request is self._active:
             self._out.append(data)
         else:
-            exchange.pending.append(data)
-            exchange.pending_size += len(data)
-            if exchange.pending_size > PENDING_LIMIT:
+            request.pending.append(data)
+            request.pending_size += len(data)
+            if request.pending_size > PENDING_LIMIT:
                 self._flow.pause(PENDING_FULL)
 
     def _hold(self, data: bytes) -> None:
@@ -573,31 +574,31 @@ class ClientConnection(asyncio.Protocol):
     def _flush(self) -> None:
         out = self._out
         if out:
-            exchange = self._active
-            conn = exchange.conn if exchange is not None else None
+            request = self._active
+            conn = request.conn if request is not None else None
             if conn is not None and not conn.closed:
                 conn.write(out[0] if len(out) == 1 else b"".join(out))
             out.clear()
 
-    def _resend(self, exchange: Exchange, *, reject: bool) -> None:
+    def _resend(self, request: ProxiedRequest, *, reject: bool) -> None:
         """Send the request again: after a 401 with a new token, or on a new connection."""
-        assert exchange.replay is not None
-        exchange.resent = True
-        exchange.conn = None
-        exchange.waiting_since = 0.0
-        exchange.pending = exchange.replay
-        exchange.pending_size = exchange.replay_size
-        exchange.replay = None
+        assert request.replay is not None
+        request.resent = True
+        request.conn = None
+        request.waiting_since = 0.0
+        request.pending = request.replay
+        request.pending_size = request.replay_size
+        request.replay = None
         self._context.observer.retry()
-        self._task = asyncio.ensure_future(self._dispatch(exchange, None, reject=reject, fresh=not reject))
+        self._task = asyncio.ensure_future(self._dispatch(request, None, reject=reject, fresh=not reject))
 
     # -- endings ------------------------------------------------------------------------------------
 
-    def _end(self, exchange: Exchange) -> None:
+    def _end(self, request: ProxiedRequest) -> None:
         """The answer went out in full."""
         self._active = None
-        self._context.observer.request(exchange.status, self._clock() - exchange.started)
-        if exchange.close_after or not exchange.complete or self._closing or self._eof:
+        self._context.observer.request(request.status, self._clock() - request.started)
+        if request.close_after or not request.complete or self._closing or self._eof:
             self._close()
             return
         self.idle_since = self._clock()
@@ -608,22 +609,22 @@ class ClientConnection(asyncio.Protocol):
             self._activate(following)
             self._flush()
 
-    def _answer(self, exchange: Exchange, answer: bytes, *, close: bool) -> None:
-        exchange.status = int(answer[9:12])
-        exchange.close_after = close
+    def _answer(self, request: ProxiedRequest, answer: bytes, *, close: bool) -> None:
+        request.status = int(answer[9:12])
+        request.close_after = close
         self.send(answer)
-        self._end(exchange)
+        self._end(request)
 
-    def _fail(self, exchange: Exchange, make: Callable[..., bytes]) -> None:
+    def _fail(self, request: ProxiedRequest, make: Callable[..., bytes]) -> None:
         """Answer with the proxy's own error, or cut the connection when the answer had begun."""
-        if exchange is not self._active or self.closed:
+        if request is not self._active or self.closed:
             return
-        if exchange.status:
+        if request.status:
             self._abort()
             return
         # An HTTP/1.0 client would need "Connection: keep-alive": closing is as good, on this rare path.
-        close = not self.keeps_alive(exchange) or not exchange.http11
-        self._answer(exchange, make(close=close), close=close)
+        close = not self.keeps_alive(request) or not request.http11
+        self._answer(request, make(close=close), close=close)
 
     def _refuse(self, answer: bytes) -> None:
         """Stop reading; answer ``answer`` (if not empty) once the requests before are answered."""
@@ -635,11 +636,11 @@ class ClientConnection(asyncio.Protocol):
         if active is not None and not active.complete:
             self._abort()  # its body was cut by the error: it can never be sent in full
             return
-        exchange = Exchange(self._clock())
-        exchange.refusal = answer
-        exchange.complete = True
+        request = ProxiedRequest(self._clock())
+        request.refusal = answer
+        request.complete = True
         self._parsing = None
-        self._enqueue(exchange)
+        self._enqueue(request)
 
     def _too_large(self) -> str:
         return f"the request head is larger than {self._limits.header_bytes} bytes"
