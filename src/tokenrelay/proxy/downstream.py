@@ -45,6 +45,10 @@ _IDEMPOTENT = frozenset({b"GET", b"HEAD", b"PUT", b"DELETE", b"OPTIONS"})
 _REFUSED_METHODS = frozenset({b"CONNECT", b"TRACE"})
 
 
+class _StopParsing(Exception):
+    """Raised inside a parser callback: nothing more is parsed (the refusal is already queued)."""
+
+
 class _Refuse(Exception):
     """Raised inside a parser callback to stop parsing and answer ``answer``."""
 
@@ -103,7 +107,7 @@ class ProxiedRequest:
         self.token: Token | None = None
         self.conn: UpstreamConnection | None = None
         self.status = 0  # the status the client got; 0 while nothing was sent
-        self.waiting_since = 0.0  # sent in full, waiting for the answer's head
+        self.waiting_since: float | None = None  # sent in full, waiting for the answer's head
         self.body_started = 0.0  # the head's end, moved on by the time the proxy paused reading
         self.body_received = 0
 
@@ -126,7 +130,7 @@ class ClientConnection(asyncio.Protocol):
         self._head_size = 0
         self._unparsed = 0
         self._in_body = False
-        self.head_started = 0.0
+        self.head_started: float | None = None  # a request head is arriving, since then
         self.idle_since = clock()
         self._out: list[bytes] = []
         self._flow = ReadFlow(clock)
@@ -166,7 +170,7 @@ class ClientConnection(asyncio.Protocol):
             return
         if not self._in_body:
             self._unparsed += len(data)
-            if not self.head_started:
+            if self.head_started is None:
                 self.head_started = self._clock()
         try:
             self._parser.feed_data(data)
@@ -175,9 +179,12 @@ class ClientConnection(asyncio.Protocol):
                 self._hold(data[exc.args[0] :])
         except httptools.HttpParserCallbackError as exc:
             cause = exc.__context__
-            if not isinstance(cause, _Refuse):
+            if isinstance(cause, _Refuse):
+                self._refuse(cause.answer)
+            elif isinstance(cause, _StopParsing):
+                self._stop_reading()
+            else:
                 raise
-            self._refuse(cause.answer)
         except httptools.HttpParserError as exc:
             self._refuse(answers.bad_request(f"malformed request: {exc}"))
         else:
@@ -251,7 +258,7 @@ class ClientConnection(asyncio.Protocol):
         assert request is not None
         self._in_body = True
         self._unparsed = 0
-        self.head_started = 0.0
+        self.head_started = None
         request.body_started = self._clock()
         parser = self._parser
         method = parser.get_method()
@@ -266,7 +273,7 @@ class ClientConnection(asyncio.Protocol):
             )
             request.complete = True
             self._enqueue(request)
-            raise _Refuse(b"")  # stop parsing: the refusal is queued and closes the connection
+            raise _StopParsing  # the refusal is queued, and closes the connection
         head = headers.request(self._headers)
         self._headers = []
         request.head_only = method == b"HEAD"
@@ -409,7 +416,7 @@ class ClientConnection(asyncio.Protocol):
             conn = request.conn
             if conn is None:
                 return
-            if request.waiting_since and not conn.head_sent:
+            if request.waiting_since is not None and not conn.head_sent:
                 if now - request.waiting_since > limits.upstream_timeout:
                     self._upstream_timed_out(request, conn)
             elif (conn.head_sent or self._flow.reasons & UPSTREAM_FULL) and not self._writing_paused:
@@ -423,9 +430,11 @@ class ClientConnection(asyncio.Protocol):
             return
         if self._spliced is not None or self.closed:
             return
-        if self.head_started and now - self.head_started > limits.header_timeout:
-            self._refuse(answers.header_timeout(limits.header_timeout))
-        elif self._parsing is None and not self.head_started and now - self.idle_since > limits.idle_timeout:
+        head_started = self.head_started
+        if head_started is not None:
+            if now - head_started > limits.header_timeout:
+                self._refuse(answers.header_timeout(limits.header_timeout))
+        elif self._parsing is None and now - self.idle_since > limits.idle_timeout:
             self._close()
 
     def _upstream_timed_out(self, request: ProxiedRequest, conn: UpstreamConnection) -> None:
@@ -585,7 +594,7 @@ class ClientConnection(asyncio.Protocol):
         assert request.replay is not None
         request.resent = True
         request.conn = None
-        request.waiting_since = 0.0
+        request.waiting_since = None
         request.pending = request.replay
         request.pending_size = request.replay_size
         request.replay = None
@@ -626,12 +635,13 @@ class ClientConnection(asyncio.Protocol):
         close = not self.keeps_alive(request) or not request.http11
         self._answer(request, make(close=close), close=close)
 
-    def _refuse(self, answer: bytes) -> None:
-        """Stop reading; answer ``answer`` (if not empty) once the requests before are answered."""
+    def _stop_reading(self) -> None:
         self._flow.pause(STOPPED)
         self._upgrading = None
-        if not answer:
-            return
+
+    def _refuse(self, answer: bytes) -> None:
+        """Stop reading; answer ``answer`` once the requests before are answered."""
+        self._stop_reading()
         active = self._active
         if active is not None and not active.complete:
             self._abort()  # its body was cut by the error: it can never be sent in full
