@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import mmap
 from typing import Protocol, cast
 
 import httptools
@@ -96,9 +97,9 @@ class _HeadTooLarge(Exception):
 
 # One read buffer for every upstream connection: the event loop fills it and calls buffer_updated
 # at once, with nothing in between. Through TLS this saves the 256 KiB bytes object that the SSL
-# transport would otherwise allocate (and page-fault in) for every read of a small answer.
-_READ_BUFFER = bytearray(256 * 1024)
-_READ_VIEW = memoryview(_READ_BUFFER)
+# transport would otherwise allocate (and page-fault in) for every read of a small answer. An
+# anonymous mapping, not a bytearray: its pages cost memory only once a read has reached them.
+_READ_VIEW = memoryview(mmap.mmap(-1, 256 * 1024))
 
 
 class UpstreamConnection(asyncio.BufferedProtocol):
