@@ -339,8 +339,8 @@ class UpstreamConnection(asyncio.BufferedProtocol):
         self.state = state
 
     def on_body(self, body: bytes) -> None:
-        if self.state is _DISCARDING:
-            return
+        if self.state is not _BODY:
+            return  # a discarded 401, or bytes an upstream sent after a HEAD answer's head
         if self._rechunk:
             self._out.append(b"%x\r\n%b\r\n" % (len(body), body))
         else:
