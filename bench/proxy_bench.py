@@ -1,12 +1,15 @@
 """Benchmark: tokenrelay's proxy against nginx as a reverse proxy, on the same nginx upstream.
 
-    bench/proxy.sh [--runs 3] [--duration 5] [--variants default,asyncio,...]
+    bench/proxy.sh [--runs 3] [--duration 5] [--variants default,asyncio,...] [--tls]
 
 In one run: nginx (a temporary prefix, in the foreground) serves a small JSON page (a) and, in a
 second server block, proxies to it with a static Authorization header (b); tokenrelay's proxy (c)
 runs in its own process with a token source that serves a fixed token. ``wrk -t1 -c32`` measures
-each; the script prints requests/s, p99 and the ratio tokenrelay/nginx-proxy. Variants switch off
-one design choice each, to show what it buys:
+each; the script prints requests/s, p99 and the ratio tokenrelay/nginx-proxy. With ``--tls`` the
+upstream is https (nginx terminating TLS 1.3 with a certificate from a throwaway CA): (a) is wrk on
+https directly, (b) nginx ``proxy_pass https://`` with keep-alive, verification and session reuse,
+(c) tokenrelay with ``--upstream-ca``; clients still speak plain http to both proxies. Variants
+switch off one design choice each, to show what it buys:
 
   default         uvloop, token held between refreshes, pooled keep-alive upstream connections
   asyncio         asyncio's own event loop instead of uvloop
@@ -64,6 +67,29 @@ http {{
             proxy_set_header Authorization "Bearer static-benchmark-token";
         }}
     }}
+    upstream tls_page {{ server 127.0.0.1:{tls_page}; keepalive 64; }}
+    server {{
+        listen 127.0.0.1:{tls_page} ssl;
+        ssl_certificate {prefix}/cert.pem;
+        ssl_certificate_key {prefix}/key.pem;
+        ssl_protocols TLSv1.2 TLSv1.3;
+        ssl_session_cache shared:tls:1m;
+        keepalive_requests 1000000;
+        location / {{ default_type application/json; return 200 '{body}'; }}
+    }}
+    server {{
+        listen 127.0.0.1:{tls_proxy};
+        location / {{
+            proxy_pass https://tls_page;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_set_header Authorization "Bearer static-benchmark-token";
+            proxy_ssl_verify on;
+            proxy_ssl_trusted_certificate {prefix}/ca.pem;
+            proxy_ssl_name 127.0.0.1;
+            proxy_ssl_session_reuse on;
+        }}
+    }}
 }}
 """
 
@@ -84,14 +110,63 @@ def wait_port(port: int, deadline: float = 10.0) -> None:
     raise RuntimeError(f"nothing listens on port {port}")
 
 
+def write_certificates(prefix: Path) -> None:
+    """A throwaway CA (ca.pem) and a certificate for 127.0.0.1 it signed (cert.pem, key.pem)."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    now = datetime.datetime.now(datetime.UTC)
+    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "bench CA")])
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")]))
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    (prefix / "ca.pem").write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    (prefix / "cert.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (prefix / "key.pem").write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+
+
 @contextlib.contextmanager
-def nginx(prefix: Path, page: int, proxy: int) -> Iterator[None]:
+def nginx(prefix: Path, page: int, proxy: int, tls_page: int, tls_proxy: int) -> Iterator[None]:
+    write_certificates(prefix)
     conf = prefix / "nginx.conf"
     conf.write_text(
         NGINX_CONF.format(
             prefix=prefix,
             page=page,
             proxy=proxy,
+            tls_page=tls_page,
+            tls_proxy=tls_proxy,
             body=PAGE,
             master="off" if NGINX_WORKERS == 1 else "on",
             workers=NGINX_WORKERS,
@@ -99,8 +174,8 @@ def nginx(prefix: Path, page: int, proxy: int) -> Iterator[None]:
     )
     proc = subprocess.Popen(["nginx", "-p", str(prefix), "-c", str(conf)], stderr=subprocess.DEVNULL)
     try:
-        wait_port(page)
-        wait_port(proxy)
+        for port in (page, proxy, tls_page, tls_proxy):
+            wait_port(port)
         yield
     finally:
         proc.terminate()
@@ -108,10 +183,9 @@ def nginx(prefix: Path, page: int, proxy: int) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def relay(variant: str, upstream: int, port: int) -> Iterator[None]:
-    proc = subprocess.Popen(
-        [sys.executable, __file__, "--serve", variant, "--upstream", str(upstream), "--port", str(port)]
-    )
+def relay(variant: str, upstream: int, port: int, ca: Path | None) -> Iterator[None]:
+    command = [sys.executable, __file__, "--serve", variant, "--upstream", str(upstream), "--port", str(port)]
+    proc = subprocess.Popen(command + (["--upstream-ca", str(ca)] if ca else []))
     try:
         wait_port(port)
         yield
@@ -120,10 +194,10 @@ def relay(variant: str, upstream: int, port: int) -> Iterator[None]:
         proc.wait(10)
 
 
-def wrk(port: int, duration: int) -> tuple[float, float]:
+def wrk(port: int, duration: int, scheme: str = "http") -> tuple[float, float]:
     """(requests/s, p99 in ms)."""
     out = subprocess.run(
-        ["wrk", "-t1", "-c32", f"-d{duration}s", "--latency", f"http://127.0.0.1:{port}/v1/page"],
+        ["wrk", "-t1", "-c32", f"-d{duration}s", "--latency", f"{scheme}://127.0.0.1:{port}/v1/page"],
         capture_output=True,
         text=True,
         check=True,
@@ -141,17 +215,20 @@ def measure(args: argparse.Namespace) -> int:
     variants = args.variants.split(",")
     ratios: dict[str, list[float]] = {v: [] for v in variants}
     with tempfile.TemporaryDirectory(prefix="tokenrelay-bench-") as tmp:
-        page, nginx_proxy = free_port(), free_port()
-        with nginx(Path(tmp), page, nginx_proxy):
+        ports = free_port(), free_port(), free_port(), free_port()
+        ca = Path(tmp) / "ca.pem" if args.tls else None
+        page, nginx_proxy = ports[2:] if args.tls else ports[:2]
+        with nginx(Path(tmp), *ports):
             for run in range(1, args.runs + 1):
-                direct = wrk(page, args.duration)
-                print(f"run {run}: (a) upstream direct       {direct[0]:6.0f} req/s  p99 {direct[1]:6.2f} ms")
+                direct = wrk(page, args.duration, "https" if args.tls else "http")
+                label = "upstream direct (https)" if args.tls else "upstream direct       "
+                print(f"run {run}: (a) {label} {direct[0]:6.0f} req/s  p99 {direct[1]:6.2f} ms")
                 for variant in variants:
                     # The anchor is measured right before each variant: the machine may be shared,
                     # and a ratio of two measurements minutes apart would mostly measure the neighbours.
                     anchor = wrk(nginx_proxy, args.duration)
                     port = free_port()
-                    with relay(variant, page, port):
+                    with relay(variant, page, port, ca):
                         wrk(port, 1)  # warm up: pool filled, code paths hot
                         rps, p99 = wrk(port, args.duration)
                     ratio = rps / anchor[0]
@@ -174,9 +251,9 @@ def measure(args: argparse.Namespace) -> int:
 # -- the relay process ---------------------------------------------------------------------------
 
 
-def serve(variant: str, upstream: int, port: int) -> None:
+def serve(variant: str, upstream: int, port: int, ca: str | None) -> None:
     if variant == "aiohttp":
-        serve_aiohttp(upstream, port)
+        serve_aiohttp(upstream, port, ca)
         return
     from tokenrelay.proxy import ProxyServer
     from tokenrelay.proxy.bearer import Bearer
@@ -206,7 +283,10 @@ def serve(variant: str, upstream: int, port: int) -> None:
         UpstreamPool.release = lambda self, conn, reusable: original(self, conn, False)  # type: ignore[method-assign]
 
     async def main() -> None:
-        proxy = ProxyServer(f"http://127.0.0.1:{upstream}", FixedToken(), listen=("127.0.0.1", port))
+        scheme = "https" if ca else "http"
+        proxy = ProxyServer(
+            f"{scheme}://127.0.0.1:{upstream}", FixedToken(), listen=("127.0.0.1", port), upstream_ca=ca
+        )
         await proxy.start()
         await asyncio.Event().wait()
 
@@ -219,18 +299,22 @@ def serve(variant: str, upstream: int, port: int) -> None:
             runner.run(main())
 
 
-def serve_aiohttp(upstream: int, port: int) -> None:
+def serve_aiohttp(upstream: int, port: int, ca: str | None) -> None:
+    import ssl
+
     import aiohttp
     import uvloop
     from aiohttp import web
 
     async def main() -> None:
-        session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=64))
+        context = ssl.create_default_context(cafile=ca) if ca else None
+        session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=64, ssl=context or True))
+        scheme = "https" if ca else "http"
 
         async def handler(request: web.Request) -> web.Response:
             async with session.request(
                 request.method,
-                f"http://127.0.0.1:{upstream}{request.path_qs}",
+                f"{scheme}://127.0.0.1:{upstream}{request.path_qs}",
                 headers={"Authorization": "Bearer static-benchmark-token"},
                 data=await request.read(),
             ) as answer:
@@ -258,15 +342,17 @@ def main() -> int:
         default=1,
         help="nginx worker processes (default 1: one core, like tokenrelay's single event loop)",
     )
+    parser.add_argument("--tls", action="store_true", help="an https upstream (nginx terminating TLS)")
     parser.add_argument("--serve", help=argparse.SUPPRESS)
     parser.add_argument("--upstream", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--upstream-ca", help=argparse.SUPPRESS)
     args = parser.parse_args()
     global NGINX_WORKERS
     NGINX_WORKERS = args.nginx_workers
     if args.serve:
         with contextlib.suppress(KeyboardInterrupt):
-            serve(args.serve, args.upstream, args.port)
+            serve(args.serve, args.upstream, args.port, args.upstream_ca)
         return 0
     return measure(args)
 

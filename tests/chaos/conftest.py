@@ -391,7 +391,7 @@ async def relay_factory(secrets: Secrets) -> AsyncIterator[RelayFactory]:
             if proxy:
                 relay.proxy = ProxyServer.from_settings(config, providers)
                 # The proxy holds a token until its refresh point: on the providers' clock, not the real one.
-                relay.proxy.bearer = Bearer(providers, config.api_url, clock)
+                relay.proxy.context.bearer = Bearer(providers, config.api_url, clock)
                 await relay.proxy.start()
                 cleanups.append(relay.proxy.stop)
             providers.start()

@@ -170,7 +170,12 @@ async def start_proxy() -> AsyncIterator[StartProxy]:
     started: list[ProxyServer] = []
 
     async def start(
-        api_url: str, tokens: Any, observer: Any = None, upstream_ca: str | None = None, **limits: Any
+        api_url: str,
+        tokens: Any,
+        observer: Any = None,
+        upstream_ca: str | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        **limits: Any,
     ) -> ProxyServer:
         proxy = ProxyServer(
             api_url,
@@ -180,6 +185,7 @@ async def start_proxy() -> AsyncIterator[StartProxy]:
             limits=Limits(**limits),
             grace=5.0,
             observer=observer,
+            clock=clock,
         )
         await proxy.start()
         started.append(proxy)
@@ -207,6 +213,24 @@ async def proxied(echo: Echo, start_proxy: StartProxy) -> AsyncIterator[Proxied]
     proxy = await start_proxy(api_url, providers, observer=observed, upstream_timeout=5.0)
     yield Proxied(echo, tokens, proxy, observed)
     echo.gate.set()
+
+
+Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+
+@pytest.fixture
+async def raw_upstream() -> AsyncIterator[Callable[[Handler], Awaitable[str]]]:
+    """A hand-written upstream, for answers aiohttp will not produce."""
+    servers: list[asyncio.Server] = []
+
+    async def start(handler: Handler) -> str:
+        server = await asyncio.start_server(handler, "127.0.0.1", 0)
+        servers.append(server)
+        return f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+
+    yield start
+    for server in servers:
+        server.close()
 
 
 async def raw(port: int, data: bytes, *, read_all: bool = True) -> bytes:

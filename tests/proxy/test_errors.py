@@ -4,31 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 import aiohttp
-import pytest
 
 from tokenrelay import aip193
 
-from .conftest import Echo, Observed, Proxied, StartProxy, Tokens, body_of, raw
-
-Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
-
-
-@pytest.fixture
-async def raw_upstream() -> AsyncIterator[Callable[[Handler], Awaitable[str]]]:
-    """A hand-written upstream, for answers aiohttp will not produce."""
-    servers: list[asyncio.Server] = []
-
-    async def start(handler: Handler) -> str:
-        server = await asyncio.start_server(handler, "127.0.0.1", 0)
-        servers.append(server)
-        return f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
-
-    yield start
-    for server in servers:
-        server.close()
+from .conftest import Echo, Handler, Observed, Proxied, StartProxy, Tokens, body_of, raw
 
 
 def reason_of(payload: dict[str, object]) -> tuple[object, object, object]:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 
 import aiohttp
 import pytest
+
+from tokenrelay.testing import FakeClock
 
 from .conftest import Echo, Observed, Proxied, StartProxy, Tokens, body_of, raw
 
@@ -27,11 +30,44 @@ async def test_too_many_headers_and_too_large_head_get_431(proxied: Proxied) -> 
 
 async def test_slow_request_head_gets_408(echo: Echo, start_proxy: StartProxy) -> None:
     """A client that dribbles its request head (slowloris) gets 408 and is disconnected."""
-    proxy = await start_proxy(echo.url, Tokens().build(echo.url), header_timeout=0.2)
-    answer = await raw(proxy.port, b"GET /x HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+    clock = FakeClock()
+    proxy = await start_proxy(echo.url, Tokens().build(echo.url), clock=clock)
+    reader, writer = await asyncio.open_connection("127.0.0.1", proxy.port)
+    writer.write(b"GET /x HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+    answer = b""
+    async with asyncio.timeout(5):
+        while not answer:
+            clock.tick(11.0)  # past the 10 s header timeout, once the proxy has the first bytes
+            proxy.check_timeouts()
+            with contextlib.suppress(TimeoutError):
+                answer = await asyncio.wait_for(reader.read(-1), 0.05)
+    writer.close()
     assert answer.startswith(b"HTTP/1.1 408 Request Timeout")
     assert body_of(answer)["details"][0]["reason"] == "HEADER_TIMEOUT"
     assert echo.seen == []
+
+
+async def test_idle_keep_alive_connections_are_closed(echo: Echo, start_proxy: StartProxy) -> None:
+    """A keep-alive client connection with no request for 75 s is closed; a busy one is not."""
+    clock = FakeClock()
+    proxy = await start_proxy(echo.url, Tokens().build(echo.url), clock=clock)
+    reader, writer = await asyncio.open_connection("127.0.0.1", proxy.port)
+    writer.write(b"GET /x HTTP/1.1\r\nHost: x\r\n\r\n")
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+    await reader.readexactly(int(head.split(b"Content-Length: ")[1].split(b"\r\n")[0]))
+    clock.tick(74.0)
+    proxy.check_timeouts()
+    writer.write(b"GET /y HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    assert b"/y" in await asyncio.wait_for(reader.read(-1), 5)  # still open at 74 s
+    writer.close()
+    reader, writer = await asyncio.open_connection("127.0.0.1", proxy.port)
+    writer.write(b"GET /z HTTP/1.1\r\nHost: x\r\n\r\n")
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+    await reader.readexactly(int(head.split(b"Content-Length: ")[1].split(b"\r\n")[0]))
+    clock.tick(76.0)
+    proxy.check_timeouts()
+    assert await asyncio.wait_for(reader.read(-1), 5) == b""  # closed by the proxy
+    writer.close()
 
 
 async def test_connections_over_the_maximum_get_503(echo: Echo, start_proxy: StartProxy) -> None:

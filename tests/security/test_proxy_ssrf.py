@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from tokenrelay.proxy import Limits, ProxyServer
 from tokenrelay.proxy.bearer import header_line
-from tokenrelay.proxy.upstream import Upstream
+from tokenrelay.proxy.target import Target
 
 from .conftest import StaticTokens, WireServer
 
@@ -341,4 +341,4 @@ def test_absolute_uris_must_name_the_upstreams_port(
 ) -> None:
     """An absolute URI names the upstream only with its port (or the scheme's default for it); plain http
     may name an https upstream (HTTP_PROXY clients cannot ask for TLS), https never a plain one."""
-    assert Upstream.from_url(api_url).target(target) == expected
+    assert Target.from_url(api_url).target(target) == expected

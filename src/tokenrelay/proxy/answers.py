@@ -48,11 +48,18 @@ def upstream_timeout(seconds: float, *, close: bool) -> bytes:
     )
 
 
-def method_not_allowed() -> bytes:
+_REFUSAL_REASONS = {
+    "CONNECT": "tokenrelay's proxy only forwards requests to its --api-url",
+    "TRACE": "it would echo the injected Authorization header back to the client",
+}
+
+
+def method_not_allowed(method: str) -> bytes:
+    """The refusal of CONNECT or TRACE."""
     return error(
         405,
         Code.UNIMPLEMENTED,
-        "CONNECT is refused: tokenrelay's proxy only forwards requests to its --api-url",
+        f"{method} is refused: {_REFUSAL_REASONS[method]}",
         "METHOD_NOT_ALLOWED",
         close=True,
         extra=b"Allow: GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS\r\n",
@@ -85,6 +92,16 @@ def header_timeout(seconds: float) -> bytes:
         f"the request head did not arrive within {seconds:g}s",
         "HEADER_TIMEOUT",
         close=True,
+    )
+
+
+def body_timeout(seconds: float, rate: int, *, close: bool) -> bytes:
+    return error(
+        408,
+        Code.DEADLINE_EXCEEDED,
+        f"the request body arrived too slowly: it gets {seconds:g}s, plus 1s for every {rate} bytes",
+        "BODY_TIMEOUT",
+        close=close,
     )
 
 

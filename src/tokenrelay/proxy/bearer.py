@@ -5,16 +5,25 @@ request. The provider hands out the same token until its refresh point, so the p
 token and its encoded header line until then, and afterwards asks again at most once a second
 (the provider refreshes in the background meanwhile). A 401 goes through ``reject``, which is
 single-flight with every other caller.
+
+A 401 forces a refresh at most once every REJECT_INTERVAL seconds: a revoked token heals at once,
+but an upstream (or one endpoint) that refuses every token must not turn a stream of requests into
+a stream of exchanges, log lines and sink rewrites. Within the interval, a 401 on the token the
+forced refresh replaced still joins that refresh; a 401 on any other token goes to the client as is.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 
 from ..token import MIN_USEFUL_SECONDS, Token, TokenSource, TokenState
 
+log = logging.getLogger("tokenrelay.proxy")
+
 RECHECK_SECONDS = 1.0
+REJECT_INTERVAL = 30.0
 
 
 def header_line(token: Token) -> bytes:
@@ -33,6 +42,9 @@ class Bearer:
         self._token: Token | None = None
         self._line = b""
         self._until = 0.0  # clock time until which _token is used without asking
+        self._rejected: Token | None = None  # the token the last 401-forced refresh replaced
+        self._next_reject = float("-inf")  # clock time from which a 401 may force a refresh again
+        self._quiet_until = float("-inf")  # the "401s pass through" warning is logged once per interval
 
     def current(self) -> tuple[Token, bytes] | None:
         """The held token and its line while it needs no asking, else None (then ``await get()``)."""
@@ -44,9 +56,35 @@ class Bearer:
         """Raises TokenUnavailable."""
         return self._remember(await self._tokens.get(self._audience))
 
+    def may_reject(self, token: Token) -> bool:
+        """Whether a 401 on ``token`` may be healed with ``reject`` (else it goes to the client)."""
+        if self._joins(token):
+            return True
+        now = self._clock()
+        if now >= self._next_reject:
+            return True
+        if now >= self._quiet_until:
+            self._quiet_until = self._next_reject
+            log.warning(
+                "upstream refused a freshly refreshed token; its 401s go to clients unrefreshed",
+                extra={"fingerprint": token.fingerprint, "seconds": round(self._next_reject - now, 1)},
+            )
+        return False
+
     async def reject(self, token: Token) -> tuple[Token, bytes]:
         """``token`` got a 401: a newer one (one refresh shared by every caller). Raises TokenUnavailable."""
+        if not self._joins(token):
+            self._rejected = token
+            self._next_reject = self._clock() + REJECT_INTERVAL
+            log.info("upstream refused the token; refreshing it", extra={"fingerprint": token.fingerprint})
         return self._remember(await self._tokens.reject(self._audience, token))
+
+    def _joins(self, token: Token) -> bool:
+        """A 401 on ``token`` needs no refresh of its own: one already replaced it, or a newer one is held."""
+        rejected, held = self._rejected, self._token
+        return (rejected is not None and token.value == rejected.value) or (
+            held is not None and token.value != held.value
+        )
 
     def _remember(self, token: Token) -> tuple[Token, bytes]:
         now = self._clock()

@@ -52,7 +52,7 @@ from .h2_stream import Stream
 from .h2_upstream import GoawayKeepsStreams
 
 if TYPE_CHECKING:
-    from .server import ProxyServer
+    from .context import ProxyContext
 
 log = logging.getLogger("tokenrelay.proxy")
 
@@ -81,11 +81,12 @@ _CONTROL = (
 )
 
 
-def take_over(server: ProxyServer, transport: asyncio.Transport, data: bytes) -> None:
+def take_over(server: ProxyContext, transport: asyncio.Transport, data: bytes) -> None:
     """Serve ``transport``, whose first bytes ``data`` began with the HTTP/2 client preface."""
-    if server.h2 is None:
-        server.h2 = H2Relay(server)
-    conn = H2Client(server, server.h2)
+    relay = server.h2
+    if not isinstance(relay, H2Relay):
+        relay = server.h2 = H2Relay(server)
+    conn = H2Client(server, relay)
     transport.set_protocol(conn)
     conn.connection_made(transport)
     server.connections.add(conn)
@@ -95,7 +96,7 @@ def take_over(server: ProxyServer, transport: asyncio.Transport, data: bytes) ->
 class H2Client(asyncio.Protocol):
     """Serves one HTTP/2 client connection."""
 
-    def __init__(self, server: ProxyServer, relay: H2Relay) -> None:
+    def __init__(self, server: ProxyContext, relay: H2Relay) -> None:
         self.server = server
         self.relay = relay
         self.limits = server.limits
@@ -160,7 +161,7 @@ class H2Client(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        self.server.connection_closed(self)
+        self.server.closed(self)
         for stream in list(self.streams.values()):
             stream.cancel()
         self.relay.flusher.run()
@@ -232,7 +233,7 @@ class H2Client(asyncio.Protocol):
             stream.answer(h2_answers.upstream_timeout(stream.grpc, self.limits.upstream_timeout))
         except OSError as exc:
             stream.task = None
-            upstream = self.server.upstream
+            upstream = self.server.target
             message = f"cannot reach the upstream {upstream.host}:{upstream.port}: {exc.strerror or exc}"
             if isinstance(exc, ssl.SSLCertVerificationError):
                 message += "; if it uses a private CA, pass its bundle with --upstream-ca"
@@ -407,4 +408,4 @@ class H2Client(asyncio.Protocol):
             self.flush()
             self.closed = True
             self.transport.close()
-            self.server.connection_closed(self)
+            self.server.closed(self)

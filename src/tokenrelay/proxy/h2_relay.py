@@ -5,38 +5,20 @@ Created by the first HTTP/2 client, so that a proxy that only ever sees HTTP/1.1
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
+from .h2_flush import Flusher
 from .h2_upstream import H2Pool
 
 if TYPE_CHECKING:
-    from .server import ProxyServer
-
-
-class Flushable(Protocol):
-    def flush(self) -> None: ...
-
-
-class Flusher:
-    """Connections with frames waiting in h2; written once per event batch instead of once per frame."""
-
-    def __init__(self) -> None:
-        self.dirty: list[Flushable] = []
-
-    def run(self) -> None:
-        dirty = self.dirty
-        while dirty:
-            batch = dirty[:]
-            dirty.clear()
-            for conn in batch:
-                conn.flush()
+    from .context import ProxyContext
 
 
 class H2Relay:
     """The HTTP/2 side of one ProxyServer."""
 
-    def __init__(self, server: ProxyServer) -> None:
-        upstream = server.upstream
+    def __init__(self, server: ProxyContext) -> None:
+        upstream = server.target
         self.flusher = Flusher()
         self.pool = H2Pool(upstream, server.upstream_ca, server.limits.upstream_timeout, self.flusher)
         self.scheme = b"https" if upstream.ssl is not None else b"http"
@@ -45,3 +27,6 @@ class H2Relay:
 
     def close(self) -> None:
         self.pool.close()
+
+    def sweep(self, now: float) -> None:
+        self.pool.sweep(now)

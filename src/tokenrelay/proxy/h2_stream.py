@@ -14,8 +14,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
+from collections.abc import Coroutine
 from time import monotonic
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from h2.errors import ErrorCodes
 from h2.exceptions import ProtocolError
@@ -25,8 +26,53 @@ from . import h2_answers
 from .h2_answers import Answer, Headers
 
 if TYPE_CHECKING:
-    from .h2_downstream import H2Client
-    from .h2_upstream import H2Upstream
+    from h2.connection import H2Connection
+
+    from .observer import ProxyObserver
+
+
+class _Observed(Protocol):
+    observer: ProxyObserver
+
+
+class DownSide(Protocol):
+    """What a stream uses of its client connection (``h2_downstream.H2Client``)."""
+
+    h2: H2Connection
+    paused: bool
+    closed: bool
+
+    @property
+    def server(self) -> _Observed: ...
+
+    def send_headers(self, sid: int, headers: Headers, end: bool) -> bool: ...
+
+    def ack(self, sid: int, size: int) -> None: ...
+
+    def reset(self, sid: int, code: int) -> None: ...
+
+    def mark(self) -> None: ...
+
+    def stream_done(self, stream: Stream, code: int) -> None: ...
+
+    def dispatch(self, stream: Stream, *, reject: bool) -> Coroutine[object, object, None]: ...
+
+
+class UpSide(Protocol):
+    """What a stream uses of the upstream connection it is sent on (``h2_upstream.H2Upstream``)."""
+
+    h2: H2Connection
+    paused: bool
+    closed: bool
+
+    def open(self, stream: Stream, headers: Headers, end: bool) -> int: ...
+
+    def forget(self, sid: int, reset: bool) -> None: ...
+
+    def ack(self, sid: int, size: int) -> None: ...
+
+    def mark(self) -> None: ...
+
 
 log = logging.getLogger("tokenrelay.proxy")
 
@@ -73,13 +119,13 @@ class Stream:
         "waiting_since",
     )
 
-    def __init__(self, down: H2Client, sid: int, grpc: bool) -> None:
+    def __init__(self, down: DownSide, sid: int, grpc: bool) -> None:
         self.down = down
         self.sid = sid
         self.grpc = grpc
         self.started = monotonic()
         self.headers: Headers = []  # for the upstream, without Authorization
-        self.up: H2Upstream | None = None
+        self.up: UpSide | None = None
         self.up_sid = 0
         self.complete = False  # the client ended its side
         self.to_up: deque[tuple[bytes, bool]] = deque()  # (bytes, acknowledge to the client once sent)
@@ -136,7 +182,7 @@ class Stream:
 
     # -- towards the upstream -----------------------------------------------------------------------
 
-    def bind(self, up: H2Upstream, token: Token, authorization: bytes) -> None:
+    def bind(self, up: UpSide, token: Token, authorization: bytes) -> None:
         self.token = token
         self.up = up
         end = self.complete and not self.to_up and self.up_trailers is None

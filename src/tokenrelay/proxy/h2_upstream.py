@@ -37,8 +37,8 @@ from h2.settings import SettingCodes, Settings
 from . import h2_answers
 
 if TYPE_CHECKING:
-    from .h2_relay import Flusher
-    from .upstream import Upstream
+    from .h2_flush import Flusher
+    from .target import Target
 
 log = logging.getLogger("tokenrelay.proxy")
 
@@ -263,7 +263,7 @@ class H2Pool:
     """The HTTP/2 connections to the one upstream."""
 
     def __init__(
-        self, upstream: Upstream, ca_file: str | None, connect_timeout: float, flusher: Flusher
+        self, upstream: Target, ca_file: str | None, connect_timeout: float, flusher: Flusher
     ) -> None:
         self.upstream = upstream
         self.flusher = flusher

@@ -1,18 +1,19 @@
 """Keep-alive connections to the upstream, reused last-in first-out.
 
-A connection returns to the pool only when its last exchange ended cleanly (the request sent in
+A connection returns to the pool only when its last request ended cleanly (the request sent in
 full, the answer read in full, no ``Connection: close``). The upstream may close an idle connection at
 any time; the pool forgets it when it notices, and the client side retries a request once on a new
-connection when a reused one dies before answering (see client.py).
+connection when a reused one dies before answering (see downstream.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 
-from .connection import UpstreamConnection
-from .upstream import Upstream
+from .target import Target
+from .upstream import UpstreamConnection
 
 MAX_IDLE = 256
 IDLE_SECONDS = 30.0  # below the usual servers' keep-alive timeouts (nginx 75 s, aiohttp 75 s)
@@ -21,8 +22,16 @@ IDLE_SECONDS = 30.0  # below the usual servers' keep-alive timeouts (nginx 75 s,
 class UpstreamPool:
     """Idle connections to the one upstream."""
 
-    def __init__(self, upstream: Upstream, *, connect_timeout: float, max_idle: int = MAX_IDLE) -> None:
+    def __init__(
+        self,
+        upstream: Target,
+        *,
+        connect_timeout: float,
+        max_idle: int = MAX_IDLE,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.upstream = upstream
+        self._clock = clock
         self._connect_timeout = connect_timeout
         self._max_idle = max_idle
         self._idle: list[UpstreamConnection] = []
@@ -33,7 +42,7 @@ class UpstreamPool:
         idle = self._idle
         while idle:
             conn = idle.pop()
-            if not conn.closed and time.monotonic() - conn.idle_since < IDLE_SECONDS:
+            if not conn.closed and self._clock() - conn.idle_since < IDLE_SECONDS:
                 conn.reused = True
                 return conn
             conn.close()
@@ -56,7 +65,7 @@ class UpstreamPool:
     def release(self, conn: UpstreamConnection, reusable: bool) -> None:
         conn.unbind()
         if reusable and not conn.closed and not self._closed and len(self._idle) < self._max_idle:
-            conn.idle_since = time.monotonic()
+            conn.idle_since = self._clock()
             self._idle.append(conn)
         else:
             conn.close()

@@ -6,33 +6,21 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
 
 from ..config import Settings
 from ..loopback import is_loopback
 from ..token import TokenSource
 from .bearer import Bearer
-from .client import ClientConnection, Limits
+from .context import ProxyContext
+from .downstream import ClientConnection
+from .limits import Limits
 from .observer import NullObserver, ProxyObserver
 from .pool import UpstreamPool
-from .upstream import Upstream
-
-if TYPE_CHECKING:
-    from .h2_relay import H2Relay
+from .target import Target
 
 log = logging.getLogger("tokenrelay.proxy")
 
 SWEEP_SECONDS = 1.0
-
-
-class Downstream(Protocol):
-    """A client connection, HTTP/1.1 (client.py) or HTTP/2 (h2_downstream.py)."""
-
-    def sweep(self, now: float) -> None: ...
-
-    def shutdown(self) -> None: ...
-
-    def abort(self) -> None: ...
 
 
 class ProxyServer:
@@ -51,14 +39,20 @@ class ProxyServer:
         observer: ProxyObserver | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.upstream = Upstream.from_url(api_url, upstream_ca)
-        self.bearer = Bearer(tokens, api_url, clock)
+        self.upstream = upstream = Target.from_url(api_url, upstream_ca)
+        self.clock = clock
         self.limits = limits = limits or Limits()
-        self.observer: ProxyObserver = observer or NullObserver()
-        self.pool = UpstreamPool(self.upstream, connect_timeout=limits.upstream_timeout)
-        self.connections: set[Downstream] = set()
-        self.upstream_ca = upstream_ca
-        self.h2: H2Relay | None = None  # made by the first HTTP/2 client: h2 loads only then
+        self.pool = UpstreamPool(upstream, connect_timeout=limits.upstream_timeout, clock=clock)
+        self.context = ProxyContext(
+            target=upstream,
+            pool=self.pool,
+            bearer=Bearer(tokens, api_url, clock),
+            limits=limits,
+            observer=observer or NullObserver(),
+            clock=clock,
+            upstream_ca=upstream_ca,
+        )
+        self.connections = self.context.connections
         self._listen = listen
         self._grace = grace
         self._allow_remote = allow_remote
@@ -95,7 +89,7 @@ class ProxyServer:
         host, port = self._listen
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
-            lambda: ClientConnection(self), host, port, reuse_address=True, backlog=1024
+            lambda: ClientConnection(self.context), host, port, reuse_address=True, backlog=1024
         )
         self._schedule_sweep()
         if not is_loopback(host):
@@ -115,6 +109,7 @@ class ProxyServer:
             return
         self._server.close()
         self._drained = asyncio.Event()
+        self.context.on_empty = self._drained.set
         for conn in list(self.connections):
             conn.shutdown()
         if self.connections:
@@ -128,23 +123,22 @@ class ProxyServer:
         if self._sweeper is not None:
             self._sweeper.cancel()
         self.pool.close()
-        if self.h2 is not None:
-            self.h2.close()
+        if self.context.h2 is not None:
+            self.context.h2.close()
         self._server = None
-
-    def connection_closed(self, conn: Downstream) -> None:
-        self.connections.discard(conn)
-        if not self.connections and self._drained is not None:
-            self._drained.set()
 
     def _schedule_sweep(self) -> None:
         interval = min(SWEEP_SECONDS, self.limits.upstream_timeout / 4, self.limits.header_timeout / 4)
         self._sweeper = asyncio.get_running_loop().call_later(max(interval, 0.02), self._sweep)
 
-    def _sweep(self) -> None:
-        now = time.monotonic()
+    def check_timeouts(self) -> None:
+        """Apply every connection's timeouts as of now; the server does so every SWEEP_SECONDS."""
+        now = self.clock()
         for conn in list(self.connections):
             conn.sweep(now)
-        if self.h2 is not None:
-            self.h2.pool.sweep(now)
+        if self.context.h2 is not None:
+            self.context.h2.sweep(now)
+
+    def _sweep(self) -> None:
+        self.check_timeouts()
         self._schedule_sweep()
