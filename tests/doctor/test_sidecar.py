@@ -106,11 +106,13 @@ async def test_status_shows_failures_and_the_backoff(
         str(token_file),
     ]
     async with sidecar(args, sock, tmp_path / "log"):
-        # the service counts the call before the sidecar has read the refusal: ask until it has
-        for _ in range(200):
+        # The service counts a call before the sidecar has read the refusal, and the full-jitter
+        # backoff may draw (nearly) zero, or be spent while a retry runs: ask until the status shows
+        # a failure with the sidecar holding back its next attempt.
+        for _ in range(400):
             result = await command(str(BIN / "tokenrelay"), "status", "--json", "--socket", str(sock))
             entry = json.loads(result.stdout)["audiences"][0]
-            if entry["consecutiveFailures"] >= 1:
+            if entry["consecutiveFailures"] >= 1 and entry["backoffSeconds"] > 0:
                 break
             await asyncio.sleep(0.05)
         table = (await command(str(BIN / "tokenrelay"), "status", "--socket", str(sock))).stdout
