@@ -181,23 +181,7 @@ def serve(variant: str, upstream: int, port: int) -> None:
     from tokenrelay.proxy import ProxyServer
     from tokenrelay.proxy.bearer import Bearer
     from tokenrelay.proxy.pool import UpstreamPool
-    from tokenrelay.token import Token
-
-    class FixedToken:
-        audiences = ("bench",)
-
-        def __init__(self) -> None:
-            now = time.monotonic()
-            self.token = Token("static-benchmark-token", "bench", now, 86400.0, now + 43200.0, time.time())
-
-        def fresh(self, audience: str) -> Token | None:
-            return self.token
-
-        async def get(self, audience: str) -> Token:
-            return self.token
-
-        async def reject(self, audience: str, token: Token) -> Token:
-            return self.token
+    from tokenrelay.testing import StaticTokenSource
 
     if variant == "no-token-cache":
         Bearer.current = lambda self: None  # type: ignore[method-assign]
@@ -206,7 +190,11 @@ def serve(variant: str, upstream: int, port: int) -> None:
         UpstreamPool.release = lambda self, conn, reusable: original(self, conn, False)  # type: ignore[method-assign]
 
     async def main() -> None:
-        proxy = ProxyServer(f"http://127.0.0.1:{upstream}", FixedToken(), listen=("127.0.0.1", port))
+        proxy = ProxyServer(
+            f"http://127.0.0.1:{upstream}",
+            StaticTokenSource(f"http://127.0.0.1:{upstream}", "static-benchmark-token"),
+            listen=("127.0.0.1", port),
+        )
         await proxy.start()
         await asyncio.Event().wait()
 

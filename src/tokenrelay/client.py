@@ -16,6 +16,10 @@ import os
 from _socket import AF_UNIX, SOCK_STREAM
 from _socket import socket as unix_socket
 
+from .errors import LocalApiError
+
+__all__ = ["DEFAULT_SOCKET", "SOCKET_ENV", "LocalApiError", "TokenReply", "fetch_token", "fetch_token_text"]
+
 TYPE_CHECKING = False  # not typing's: the helpers' hot path must not import typing
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -59,15 +63,6 @@ class TokenReply:
 def quote(text: str) -> str:
     """Percent-encode everything but the unreserved characters, as ``urllib.parse.quote(text, safe="")``."""
     return "".join(chr(b) if b in _UNRESERVED else f"%{b:02X}" for b in text.encode())
-
-
-class LocalApiError(Exception):
-    """The sidecar could not be reached or gave no token; the message says what to do."""
-
-    def __init__(self, message: str, *, status: int | None = None, reason: str = "") -> None:
-        super().__init__(message)
-        self.status = status
-        self.reason = reason
 
 
 def socket_path(explicit: str | None = None, environ: Mapping[str, str] | None = None) -> str:

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 from .client import DEFAULT_SOCKET
 from .errors import ConfigError
-from .loopback import is_loopback
+from .loopback import is_loopback, parse_hostport
 
 ENV_PREFIX = "TOKENRELAY_"
 DEFAULT_ID_TOKEN_FILE = "/var/run/secrets/tokens/oidc-token"
@@ -471,12 +471,7 @@ def _to_uids(option: Option, raw: Any) -> tuple[int, ...]:
 
 
 def _to_hostport(option: Option, raw: Any) -> tuple[str, int]:
-    text = _to_str(option, raw)
-    host, sep, port_text = text.rpartition(":")
-    host = host.strip("[]")
-    if not sep or not host or not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
-        raise ValueError(f"{text!r} is not HOST:PORT, e.g. 127.0.0.1:8080")
-    return host, int(port_text)
+    return parse_hostport(_to_str(option, raw))
 
 
 _CONVERTERS: dict[str, Callable[[Option, Any], Any]] = {

@@ -43,14 +43,14 @@ async def get_token(request: web.Request) -> web.Response:
     app[COUNT]("socket")
     # Parsing the query costs a tenth of a request: skip it when there is none.
     audience = (request.query_string and request.query.get("audience")) or tokens.audiences[0]
-    token = tokens.fresh(audience)
+    token = tokens.current(audience)
     if token is None:
         try:
             token = await tokens.get(audience)
         except UnknownAudience as exc:
-            return error_response(404, exc.code, exc.message, exc.reason)
+            return error_response(404, Code.NOT_FOUND, exc.message, "AUDIENCE_NOT_CONFIGURED")
         except TokenUnavailable as exc:
-            return error_response(503, exc.code, exc.message, exc.reason)
+            return error_response(503, Code.UNAVAILABLE, exc.message, "TOKEN_UNAVAILABLE")
     if _wants_text(request.headers.get("Accept", "")):
         return web.Response(body=token.value.encode(), headers=_TEXT_HEADERS)
     return web.Response(body=app[BODIES].body(token), headers=_JSON_HEADERS)

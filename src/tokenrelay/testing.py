@@ -3,7 +3,8 @@
 ``FakeClock`` drives a TokenProvider's schedule deterministically: pass ``clock=fake``,
 ``wall=fake.wall`` and ``sleep=fake.sleep``, then ``tick()``. ``FakeTokenService`` is a real aiohttp
 application speaking the token exchange, issuing JWTs ``t1``, ``t2``, … (their ``jti``), counting
-calls, and failing, hanging or answering garbage on demand.
+calls, and failing, hanging or answering garbage on demand. ``StaticTokenSource`` is a TokenSource
+that always holds one long-lived token, for putting the local API or the proxy in front of it.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from typing import Any
 from aiohttp import web
 
 from . import aip193
+from .errors import UnknownAudience
+from .token import Token
 
 
 class FakeClock:
@@ -70,6 +73,41 @@ class FakeClock:
             remaining -= delta
             for _ in range(5):
                 await asyncio.sleep(0)
+
+
+class StaticTokenSource:
+    """A TokenSource that always holds one long-lived token for one audience, and is always ready."""
+
+    def __init__(self, audience: str = "https://api.example", value: str | None = None) -> None:
+        self.audience = audience
+        self.token = Token(
+            value=value or make_jwt({"jti": "static", "aud": audience, "exp": 4_000_000_000}),
+            audience=audience,
+            received_at=0.0,
+            lifetime=1e9,
+            refresh_at=1e9,
+            expire_wall=4_000_000_000.0,
+        )
+        self.rejected = 0  # how many times ``reject`` was called
+
+    @property
+    def audiences(self) -> tuple[str, ...]:
+        return (self.audience,)
+
+    def current(self, audience: str) -> Token | None:
+        return self.token if audience == self.audience else None
+
+    async def get(self, audience: str) -> Token:
+        if audience != self.audience:
+            raise UnknownAudience(f"audience {audience!r} is not configured")
+        return self.token
+
+    async def reject(self, audience: str, token: Token) -> Token:
+        self.rejected += 1
+        return await self.get(audience)
+
+    def ready(self) -> str | None:
+        return None
 
 
 def _b64(data: dict[str, Any]) -> str:

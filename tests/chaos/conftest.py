@@ -37,7 +37,6 @@ from tokenrelay.exchanger import Exchanger
 from tokenrelay.jwtclaims import numeric_claim, unverified_claims
 from tokenrelay.provider import TokenProvider, TokenProviders
 from tokenrelay.proxy import ProxyServer
-from tokenrelay.proxy.bearer import Bearer
 from tokenrelay.redact import fingerprint
 from tokenrelay.sts import Issued
 from tokenrelay.testing import Behaviour, FakeClock, FakeTokenService, jti, make_jwt, refusal
@@ -390,8 +389,6 @@ async def relay_factory(secrets: Secrets) -> AsyncIterator[RelayFactory]:
             cleanups.append(relay._server.stop)
             if proxy:
                 relay.proxy = ProxyServer.from_settings(config, providers)
-                # The proxy holds a token until its refresh point: on the providers' clock, not the real one.
-                relay.proxy.bearer = Bearer(providers, config.api_url, clock)
                 await relay.proxy.start()
                 cleanups.append(relay.proxy.stop)
             providers.start()

@@ -305,3 +305,35 @@ async def _until(condition: object, limit: int = 2000) -> None:
             return
         await asyncio.sleep(0.001)
     raise AssertionError("condition never held")
+
+
+class _Ceiling(random.Random):
+    """Full jitter that always picks the top of its range: the backoff's ceiling, made visible."""
+
+    def uniform(self, a: float, b: float) -> float:
+        return b
+
+
+@pytest.mark.parametrize(("status", "first_wait"), [(503, 1.0), (429, 1.0), (403, 30.0), (400, 30.0)])
+async def test_backoff_reads_retryable_from_the_answer(status: int, first_wait: float) -> None:
+    """A failure of the moment is retried within a second; a refusal that waits for a configuration
+    change (not retryable, as stsanswer decides) is retried at the backoff's cap from the start."""
+    from tokenrelay import stsanswer
+
+    clock = FakeClock()
+
+    async def fetch(audience: str) -> Issued:
+        raise stsanswer.refusal(
+            status,
+            b"{}",
+            audience=audience,
+            id_token="x",
+            location=None,
+            retry_after=None,
+            auth_url_setting="",
+        )
+
+    provider = TokenProvider(API, fetch, clock=clock, wall=clock.wall, sleep=clock.sleep, rng=_Ceiling())
+    with pytest.raises(TokenUnavailable):
+        await provider.get()
+    assert provider.retry_in() == first_wait

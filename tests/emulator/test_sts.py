@@ -193,7 +193,7 @@ async def test_sidecar_exchange_code_reads_refusals(world: World) -> None:
         await sts.exchange(
             world.http, world.url, world.url, world.uids["owner"], world.emulator.mint("nobody"), timeout=5
         )
-    assert (caught.value.status, caught.value.code, caught.value.retryable) == (403, 7, True)
+    assert (caught.value.status, caught.value.code, caught.value.retryable) == (403, 7, False)
 
 
 async def test_token_provider_gets_a_token_through_a_rotating_file(world: World, tmp_path: Any) -> None:

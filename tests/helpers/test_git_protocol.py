@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tokenrelay.helpers.git import InputError, handle, parse
+from tokenrelay.errors import InputError
+from tokenrelay.helpers.git import handle, parse
 from tokenrelay.helpers.source import Credential, CredentialError
 from tokenrelay.redact import fingerprint
 

@@ -55,9 +55,11 @@ def _source_text() -> str:
     """All of tokenrelay's sources, with implicitly concatenated string literals joined."""
     text = "\n".join(path.read_text() for path in sorted(SRC.rglob("*.py")))
     text = re.sub(r"\"\s*\n\s*f?\"", "", text)
-    # the two constants that messages interpolate
-    return text.replace("{ENV_PREFIX}", config.ENV_PREFIX).replace(
-        "{_WHERE}", "--socket (env TOKENRELAY_SOCKET)"
+    # the constants that messages interpolate
+    return (
+        text.replace("{ENV_PREFIX}", config.ENV_PREFIX)
+        .replace("{_WHERE}", "--socket (env TOKENRELAY_SOCKET)")
+        .replace("{example}", "127.0.0.1:8080")  # loopback.parse_hostport's default example
     )
 
 

@@ -25,44 +25,16 @@ from hypothesis import strategies as st
 
 from tokenrelay.config import Settings
 from tokenrelay.daemon import SocketServer
-from tokenrelay.errors import UnknownAudience
-from tokenrelay.testing import make_jwt
-from tokenrelay.token import Token
+from tokenrelay.testing import StaticTokenSource, make_jwt
 
 API = "https://api.example"
 
 
-class StaticTokens:
+class StaticTokens(StaticTokenSource):
     """A TokenSource that always has one long-lived token: the socket's access control under test."""
 
     def __init__(self, audience: str = API) -> None:
-        self.audience = audience
-        self.token = Token(
-            value=make_jwt({"jti": "static", "exp": 4_000_000_000}),
-            audience=audience,
-            received_at=0.0,
-            lifetime=1e9,
-            refresh_at=1e9,
-            expire_wall=4_000_000_000.0,
-        )
-
-    @property
-    def audiences(self) -> tuple[str, ...]:
-        return (self.audience,)
-
-    def fresh(self, audience: str) -> Token | None:
-        return self.token if audience == self.audience else None
-
-    async def get(self, audience: str) -> Token:
-        if audience != self.audience:
-            raise UnknownAudience(f"audience {audience!r} is not configured")
-        return self.token
-
-    async def reject(self, audience: str, token: Token) -> Token:
-        return self.token
-
-    def ready(self) -> str | None:
-        return None
+        super().__init__(audience, make_jwt({"jti": "static", "exp": 4_000_000_000}))
 
 
 @pytest.fixture

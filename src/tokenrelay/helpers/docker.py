@@ -17,9 +17,10 @@ import os
 import sys
 
 from .._version import __version__
-from . import run_main
-from .hosts import HostsError, load, match
-from .source import Credential, CredentialError, fetcher
+from . import failure_line, run_main
+from .credential import USERNAME, Credential
+from .hosts import load, match
+from .source import fetcher
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -27,7 +28,6 @@ if TYPE_CHECKING:
     from typing import TextIO
 
 NOT_FOUND = "credentials not found in native keychain"
-USERNAME = "_token"  # not "<token>": that would make clients start an OAuth2 refresh-token grant
 MAX_INPUT = 64 * 1024
 PROG = "docker-credential-tokenrelay"
 
@@ -65,14 +65,14 @@ def handle(
             return 0
         stdout.write(f"tokenrelay: unknown action {action!r}; usage: {PROG} get|store|erase|list|version\n")
         return 1
-    except (HostsError, CredentialError) as exc:
-        stdout.write(f"tokenrelay: {exc}\n")
-    except UnicodeDecodeError:
-        stdout.write(
-            "tokenrelay: stdin is not UTF-8 text; it should be a server such as registry.example.com\n"
-        )
     except Exception as exc:  # the client shows our stdout as the error: one line, never a traceback
-        stdout.write(f"tokenrelay: internal error ({type(exc).__name__}); please report it\n")
+        stdout.write(
+            failure_line(
+                exc,
+                unreadable="the client sent input this helper cannot read",
+                not_text="stdin is not UTF-8 text; it should be a server such as registry.example.com",
+            )
+        )
     return 1
 
 

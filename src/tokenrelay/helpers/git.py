@@ -15,21 +15,18 @@ from __future__ import annotations
 import os
 import sys
 
-from . import run_main
-from .hosts import HostsError, load, match
-from .source import Credential, CredentialError, fetcher
+from ..errors import InputError
+from . import failure_line, run_main
+from .credential import USERNAME, Credential, CredentialError
+from .hosts import load, match
+from .source import fetcher
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
     from typing import TextIO
 
-USERNAME = "_token"
 MAX_INPUT = 1 << 20
-
-
-class InputError(ValueError):
-    """stdin is not git's key=value format."""
 
 
 def parse(text: str) -> dict[str, list[str]]:
@@ -94,14 +91,14 @@ def handle(
             return 0
         stdout.write(answer(attributes, (fetch or fetcher(env))(host.audience)))
         return 0
-    except InputError as exc:
-        err.write(f"tokenrelay: git sent input this helper cannot read: {exc}\n")
-    except UnicodeDecodeError:
-        err.write("tokenrelay: git sent input that is not UTF-8 text\n")
-    except (HostsError, CredentialError) as exc:
-        err.write(f"tokenrelay: {exc}\n")
     except Exception as exc:  # git shows stderr to the user: one line, never a traceback
-        err.write(f"tokenrelay: internal error ({type(exc).__name__}); please report it\n")
+        err.write(
+            failure_line(
+                exc,
+                unreadable="git sent input this helper cannot read",
+                not_text="git sent input that is not UTF-8 text",
+            )
+        )
     return 1
 
 

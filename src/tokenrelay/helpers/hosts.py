@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 
+from ..errors import HostsError
 from ..loopback import is_loopback
 
 TYPE_CHECKING = False
@@ -27,10 +28,6 @@ _DEFAULT_PORTS = {"https": "443", "http": "80"}
 _ALIASES = {"index.docker.io": "docker.io", "registry-1.docker.io": "docker.io"}
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-._")
 _IPV6_CHARS = frozenset("0123456789abcdef:.")
-
-
-class HostsError(Exception):
-    """The host list is malformed; the message names where it came from and what to fix."""
 
 
 class Host:

@@ -11,6 +11,9 @@ from __future__ import annotations
 import os
 
 from ..client import LocalApiError, fetch_token, fetch_token_text, socket_path
+from .credential import Credential, CredentialError
+
+__all__ = ["Credential", "CredentialError", "fetch", "fetcher"]
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -18,38 +21,6 @@ if TYPE_CHECKING:
 
 # The sidecar waits up to its --wait-timeout (10 s by default) when it holds no token yet.
 SOCKET_TIMEOUT = 15.0
-
-
-class CredentialError(Exception):
-    """No token could be had; the message says what to fix and never holds a secret."""
-
-
-class Credential:
-    """A token and, when known, its expiry; the timing is read from the token only when asked."""
-
-    __slots__ = ("_expire_time", "token")
-
-    def __init__(self, token: str, expire_time: str | None = None) -> None:
-        self.token = token
-        self._expire_time = expire_time  # ISO 8601, as the local API sends it
-
-    def __repr__(self) -> str:
-        return f"Credential(expire_time={self._expire_time!r})"
-
-    def times(self) -> tuple[float | None, float | None]:
-        """``(issued_at, expires_at)`` as Unix times, each None when unknown."""
-        from ..jwtclaims import numeric_claim, unverified_claims
-
-        claims = unverified_claims(self.token) or {}
-        issued, expires = numeric_claim(claims, "iat"), numeric_claim(claims, "exp")
-        if expires is None and self._expire_time:
-            from ..timestamps import parse_timestamp
-
-            try:
-                expires = parse_timestamp(self._expire_time)
-            except ValueError:
-                expires = None
-        return issued, expires
 
 
 def fetch(audience: str, environ: Mapping[str, str] | None = None, *, expiry: bool = True) -> Credential:

@@ -38,7 +38,7 @@ class ProxyServer:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.upstream = Upstream.from_url(api_url, upstream_ca)
-        self.bearer = Bearer(tokens, api_url, clock)
+        self.bearer = Bearer(tokens, api_url)
         self.limits = limits = limits or Limits()
         self.observer: ProxyObserver = observer or NullObserver()
         self.pool = UpstreamPool(self.upstream, connect_timeout=limits.upstream_timeout)
