@@ -82,10 +82,11 @@ def install_plain_venv(workdir: str) -> str:
 
 
 def script_interpreter(script: str) -> str:
-    """The interpreter named on the console script's ``#!`` line: the baseline must use the same one."""
-    with Path(script).open() as f:
+    """The interpreter the helper runs on: the baseline must use the same one. The helpers start
+    through /bin/sh and run the interpreter named on the ``#!`` line of ``tokenrelay`` beside them."""
+    with Path(script).with_name("tokenrelay").open() as f:
         first = f.readline()
-    return first[2:].strip().split()[0] if first.startswith("#!") else sys.executable
+    return first[2:].strip().split()[0] if first.startswith("#!/") else sys.executable
 
 
 def start_sidecar(workdir: str, auth_url: str) -> tuple[subprocess.Popen[bytes], str]:

@@ -9,14 +9,14 @@ successful path needs neither.
 
 from __future__ import annotations
 
-import os
-
-# The C module behind ``socket``: the same socket object for what we do here (connect, sendall, recv),
-# without socket.py's enum conversions and selectors, a tenth of a helper's start-up.
 from _socket import AF_UNIX, SOCK_STREAM
 from _socket import socket as unix_socket
 
 from .errors import LocalApiError
+
+# The C module behind ``socket``: the same socket object for what we do here (connect, sendall, recv),
+# without socket.py's enum conversions and selectors, a tenth of a helper's start-up.
+from .procenv import environ as process_environ
 
 __all__ = ["DEFAULT_SOCKET", "SOCKET_ENV", "LocalApiError", "TokenReply", "fetch_token", "fetch_token_text"]
 
@@ -67,7 +67,7 @@ def quote(text: str) -> str:
 
 def socket_path(explicit: str | None = None, environ: Mapping[str, str] | None = None) -> str:
     """``explicit``, else $TOKENRELAY_SOCKET, else where ``tokenrelay run`` listens by default."""
-    env = os.environ if environ is None else environ
+    env = process_environ() if environ is None else environ
     return explicit or env.get(SOCKET_ENV) or DEFAULT_SOCKET
 
 
@@ -76,10 +76,10 @@ def fetch_token(path: str, audience: str | None = None, timeout: float = 15.0) -
     status, body = request(path, _target(audience), timeout)
     if status != 200:
         raise _refusal(path, status, body)
-    import json
+    from .litejson import loads  # not json: it imports re, which the git helper cannot afford
 
     try:
-        obj = json.loads(body)
+        obj = loads(body)
         return TokenReply(obj["token"], obj["expireTime"], obj["audience"])
     except (ValueError, KeyError, TypeError):
         raise LocalApiError(f"the tokenrelay sidecar at {path} answered an unexpected body") from None

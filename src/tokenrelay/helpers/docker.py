@@ -13,10 +13,9 @@ together they cost more than the rest of its run, so its one JSON object is writ
 
 from __future__ import annotations
 
-import os
 import sys
 
-from .._version import __version__
+from ..procenv import environ as process_environ
 from . import failure_line, run_main
 from .credential import USERNAME, Credential
 from .hosts import load, match
@@ -46,7 +45,7 @@ def handle(
     stderr: TextIO | None = None,
 ) -> int:
     """Run one protocol action; the exit status. Never raises, never prints a traceback."""
-    env = os.environ if environ is None else environ
+    env = process_environ() if environ is None else environ
     try:
         if action == "get":
             return _get(stdin.read(MAX_INPUT + 1), stdout, env, fetch or fetcher(env, expiry=False), stderr)
@@ -61,6 +60,8 @@ def handle(
             stdout.write("\n")
             return 0
         if action == "version":
+            from .._version import __version__
+
             stdout.write(f"{PROG} (tokenrelay) {__version__}\n")
             return 0
         stdout.write(f"tokenrelay: unknown action {action!r}; usage: {PROG} get|store|erase|list|version\n")

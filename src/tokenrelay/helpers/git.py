@@ -12,10 +12,10 @@ Errors go to stderr (git shows them) with exit status 1.
 
 from __future__ import annotations
 
-import os
 import sys
 
 from ..errors import InputError
+from ..procenv import environ as process_environ
 from . import failure_line, run_main
 from .credential import USERNAME, Credential, CredentialError
 from .hosts import load, match
@@ -74,7 +74,7 @@ def handle(
     stderr: TextIO | None = None,
 ) -> int:
     """Run one protocol action; the exit status. Never raises, never prints a traceback."""
-    env = os.environ if environ is None else environ
+    env = process_environ() if environ is None else environ
     err = stderr if stderr is not None else sys.stderr
     try:
         text = stdin.read(MAX_INPUT + 1)

@@ -10,10 +10,8 @@ run goes through here before it can answer.
 
 from __future__ import annotations
 
-import os
-
 from ..errors import HostsError
-from ..loopback import is_loopback
+from ..procenv import environ as process_environ
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -130,7 +128,7 @@ def parse_list(entries: Iterable[str], where: str) -> tuple[Host, ...]:
 
 def load(environ: Mapping[str, str] | None = None) -> tuple[Host, ...]:
     """The configured hosts (possibly none); raises HostsError naming the variable or file to fix."""
-    env = os.environ if environ is None else environ
+    env = process_environ() if environ is None else environ
     raw = env.get(HOSTS_ENV)
     if raw is not None:
         return parse_list([raw], HOSTS_ENV)
@@ -201,7 +199,7 @@ def match(hosts: Iterable[Host], server: str, scheme: str | None = None) -> Host
     target = parse_server(server, scheme)
     if target is None:
         return None
-    if target.scheme == "http" and not is_loopback(target.name):
+    if target.scheme == "http" and not _is_loopback(target.name):
         return None
     default = _DEFAULT_PORTS[target.scheme or "https"]
     effective = target.port or default
@@ -215,3 +213,10 @@ def match(hosts: Iterable[Host], server: str, scheme: str | None = None) -> Host
         elif host.port == effective:
             return host
     return None
+
+
+def _is_loopback(host: str) -> bool:
+    # imported here: only plain-http servers ask, and every helper run that does not saves a module
+    from ..loopback import is_loopback
+
+    return is_loopback(host)

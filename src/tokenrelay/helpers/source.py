@@ -8,9 +8,8 @@ authority: its refusal is reported, not worked around.
 
 from __future__ import annotations
 
-import os
-
 from ..client import LocalApiError, fetch_token, fetch_token_text, socket_path
+from ..procenv import environ as process_environ
 from .credential import Credential, CredentialError
 
 __all__ = ["Credential", "CredentialError", "fetch", "fetcher"]
@@ -29,7 +28,7 @@ def fetch(audience: str, environ: Mapping[str, str] | None = None, *, expiry: bo
     ``expiry=False`` asks the sidecar for the bare token: quicker to decode, for a caller that never
     asks the credential's ``times()`` (which then reads them from the token alone).
     """
-    env = os.environ if environ is None else environ
+    env = process_environ() if environ is None else environ
     path = socket_path(environ=env)
     try:
         if not expiry:
