@@ -55,7 +55,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"tokenrelay {__version__}")
     commands = parser.add_subparsers(title="commands", metavar="COMMAND")
 
-    from . import client, config  # standard library only: cheap
+    from . import config, names  # standard library only: cheap
 
     run = commands.add_parser(
         "run",
@@ -71,7 +71,7 @@ def _parser() -> argparse.ArgumentParser:
     token.add_argument(
         "--socket",
         metavar="PATH",
-        help=f"the sidecar's socket [env TOKENRELAY_SOCKET, default {client.DEFAULT_SOCKET}]",
+        help=f"the sidecar's socket [env {names.SOCKET_ENV}, default {names.DEFAULT_SOCKET}]",
     )
     token.set_defaults(handler=_token)
 

@@ -13,6 +13,7 @@ from _socket import AF_UNIX, SOCK_STREAM
 from _socket import socket as unix_socket
 
 from .errors import LocalApiError
+from .names import DEFAULT_SOCKET, SOCKET_ENV
 
 # The C module behind ``socket``: the same socket object for what we do here (connect, sendall, recv),
 # without socket.py's enum conversions and selectors, a tenth of a helper's start-up.
@@ -24,8 +25,6 @@ TYPE_CHECKING = False  # not typing's: the helpers' hot path must not import typ
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-DEFAULT_SOCKET = "/var/run/tokenrelay/tokenrelay.sock"  # config.py takes it from here
-SOCKET_ENV = "TOKENRELAY_SOCKET"
 MAX_REPLY = 1 << 20
 
 

@@ -18,10 +18,11 @@ import aiohttp
 
 from .config import Settings
 from .errors import ConfigError, IdTokenError
+from .names import where
 from .oidctoken import checked as checked_token
 from .oidctoken import read_id_token_file
 
-FILE_SETTING = "--id-token-file (env TOKENRELAY_ID_TOKEN_FILE)"
+FILE_SETTING = where("id_token_file")
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,6 +22,7 @@ from prometheus_client.exposition import choose_encoder
 from . import localapi
 from ._version import __version__
 from .errors import ConfigError, TokenRelayError
+from .names import DEFAULT_SHUTDOWN_GRACE, where
 from .sts import Issued
 from .token import Token
 
@@ -192,7 +193,7 @@ class MetricsServer:
         registry: CollectorRegistry,
         ready: Callable[[], str | None],
         *,
-        shutdown_grace: float = 10.0,
+        shutdown_grace: float = DEFAULT_SHUTDOWN_GRACE,
     ) -> None:
         self._host, self._port = listen
         self._runner = web.AppRunner(
@@ -211,7 +212,7 @@ class MetricsServer:
         except OSError as exc:
             await self._runner.cleanup()
             raise ConfigError(
-                f"--metrics-listen (env TOKENRELAY_METRICS_LISTEN): cannot listen on "
+                f"{where('metrics_listen')}: cannot listen on "
                 f"{self._host}:{self._port}: {exc.strerror or exc}"
             ) from None
         self.port = int(self._runner.addresses[0][1])

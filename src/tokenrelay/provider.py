@@ -28,6 +28,7 @@ from .backoff import Backoff
 from .errors import TokenRelayError, TokenUnavailable, UnknownAudience
 from .jwtclaims import numeric_claim, unverified_claims
 from .lifetime import JITTER, REFRESH_FRACTION, lifetime_of
+from .names import DEFAULT_WAIT_TIMEOUT, env, flag
 from .sts import Issued
 from .timestamps import format_timestamp
 from .token import READY_SECONDS, Token, TokenState
@@ -76,7 +77,7 @@ class TokenProvider:
         sleep: Sleep = asyncio.sleep,
         rng: random.Random | None = None,
         backoff: Backoff = DEFAULT_BACKOFF,
-        wait_timeout: float = 10.0,
+        wait_timeout: float = DEFAULT_WAIT_TIMEOUT,
         observers: Sequence[Observer] = (),
     ) -> None:
         self.audience = audience
@@ -360,7 +361,7 @@ class TokenProviders:
         except KeyError:
             raise UnknownAudience(
                 f"audience {audience!r} is not configured; start tokenrelay run with "
-                f"--audience {audience} (env TOKENRELAY_AUDIENCE) to keep a token for it"
+                f"{flag('audience')} {audience} (env {env('audience')}) to keep a token for it"
             ) from None
 
     def current(self, audience: str) -> Token | None:

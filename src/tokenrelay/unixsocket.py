@@ -15,8 +15,9 @@ import tempfile
 from pathlib import Path
 
 from .errors import ConfigError
+from .names import where
 
-_WHERE = "--socket (env TOKENRELAY_SOCKET)"
+_WHERE = where("socket")
 
 
 def bind(path: str, mode: int, backlog: int = 1024) -> socket.socket:

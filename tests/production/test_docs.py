@@ -7,7 +7,7 @@ import re
 
 from prometheus_client import CollectorRegistry
 
-from tokenrelay import config, docgen
+from tokenrelay import config, docgen, names
 from tokenrelay.metrics import Metrics
 
 from .conftest import REPO
@@ -57,7 +57,12 @@ def _source_text() -> str:
     text = re.sub(r"\"\s*\n\s*f?\"", "", text)
     # the constants that messages interpolate
     return (
-        text.replace("{ENV_PREFIX}", config.ENV_PREFIX)
+        re.sub(
+            r"\{(where|flag|env)\('(\w+)'\)\}",
+            lambda m: str(getattr(names, m.group(1))(m.group(2))),
+            text,
+        )
+        .replace("{ENV_PREFIX}", names.ENV_PREFIX)
         .replace("{_WHERE}", "--socket (env TOKENRELAY_SOCKET)")
         .replace("{example}", "127.0.0.1:8080")  # loopback.parse_hostport's default example
     )

@@ -21,6 +21,7 @@ import stat
 import time
 from pathlib import Path
 
+from ..names import DEFAULT_EXCHANGE_TIMEOUT, env, where
 from .credential import Credential, CredentialError
 
 TYPE_CHECKING = False
@@ -30,18 +31,17 @@ if TYPE_CHECKING:
 
     from .credential import Exchange
 
-AUTH_URL_ENV = "TOKENRELAY_AUTH_URL"
-IDENTITY_ENV = "TOKENRELAY_IDENTITY"
-ID_TOKEN_FILE_ENV = "TOKENRELAY_ID_TOKEN_FILE"
-ID_TOKEN_ENV_ENV = "TOKENRELAY_ID_TOKEN_ENV"
-TIMEOUT_ENV = "TOKENRELAY_EXCHANGE_TIMEOUT"
+AUTH_URL_ENV = env("auth_url")
+IDENTITY_ENV = env("identity")
+ID_TOKEN_FILE_ENV = env("id_token_file")
+ID_TOKEN_ENV_ENV = env("id_token_env")
+TIMEOUT_ENV = env("exchange_timeout")
 HINT = (
     f"or set {AUTH_URL_ENV}, {IDENTITY_ENV} and {ID_TOKEN_FILE_ENV} (or {ID_TOKEN_ENV_ENV}) "
     "to exchange without a sidecar"
 )
 
 MIN_REMAINING = 300.0  # reuse a cached token only while at least this much of its life is left
-DEFAULT_TIMEOUT = 10.0
 MAX_BYTES = 1 << 20  # of a cache file
 
 
@@ -83,11 +83,16 @@ def fetch(
 
 def auth_url_from(environ: Mapping[str, str]) -> str:
     """The token service's base URL, without a trailing slash; raises CredentialError."""
+    from ..rules import http_url
+
     auth_url = (environ.get(AUTH_URL_ENV) or "").strip().rstrip("/")
     if not auth_url.startswith(("https://", "http://")):
         shown = f", not {auth_url!r}" if auth_url else ""
-        raise CredentialError(f"--auth-url (env {AUTH_URL_ENV}) must be an http:// or https:// URL{shown}")
-    return auth_url
+        raise CredentialError(f"{where('auth_url')} must be an http:// or https:// URL{shown}")
+    try:  # the sidecar's own rule for the same variable
+        return http_url(auth_url)
+    except ValueError as exc:
+        raise CredentialError(f"{where('auth_url')}: {exc}") from None
 
 
 def credential(token: str, expiry: float) -> Credential:
@@ -104,16 +109,15 @@ def token_expiry(token: str, stated: float | None, now: float) -> float:
 
 
 def timeout_from(environ: Mapping[str, str]) -> float:
+    from ..rules import seconds
+
     raw = environ.get(TIMEOUT_ENV)
     if not raw:
-        return DEFAULT_TIMEOUT
-    try:
-        value = float(raw)
-    except ValueError:
-        raise CredentialError(f"{TIMEOUT_ENV}={raw!r} is not a number of seconds") from None
-    if not 0 < value < 600:
-        raise CredentialError(f"{TIMEOUT_ENV}={raw!r} must be more than 0 and less than 600 seconds")
-    return value
+        return DEFAULT_EXCHANGE_TIMEOUT
+    try:  # the sidecar's own rule and bounds for the same variable
+        return seconds(raw)
+    except ValueError as exc:
+        raise CredentialError(f"{TIMEOUT_ENV}: {exc}") from None
 
 
 # -- the OIDC token ----------------------------------------------------------------------------

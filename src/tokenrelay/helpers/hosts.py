@@ -11,14 +11,13 @@ run goes through here before it can answer.
 from __future__ import annotations
 
 from ..errors import HostsError
+from ..names import CONFIG_ENV, HOSTS_ENV
 from ..procenv import environ as process_environ
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
 
-HOSTS_ENV = "TOKENRELAY_HOSTS"
-CONFIG_ENV = "TOKENRELAY_CONFIG"
 EXAMPLE = "e.g. registry.example.com, 127.0.0.1:5000 or git.example.com=https://git.example.com"
 
 _DEFAULT_PORTS = {"https": "443", "http": "80"}

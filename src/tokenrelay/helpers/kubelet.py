@@ -21,9 +21,9 @@ import os
 import sys
 import time
 
-from ..client import SOCKET_ENV
 from ..errors import RequestError
 from ..lifetime import DEFAULT_LIFETIME, EARLIEST_REFRESH
+from ..names import HOSTS_ENV, SOCKET_ENV
 from . import failure_line
 from .credential import USERNAME, Credential, CredentialError
 from .fallback import (
@@ -35,7 +35,7 @@ from .fallback import (
     timeout_from,
     token_expiry,
 )
-from .hosts import HOSTS_ENV, load, match
+from .hosts import load, match
 from .source import fetcher
 
 TYPE_CHECKING = False
