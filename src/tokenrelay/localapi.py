@@ -1,4 +1,5 @@
-"""The local API served over the Unix socket: the current token, liveness and readiness.
+"""The local API served over the Unix socket: the current token, liveness and readiness
+(``probes``), and ``SocketServer``, the daemon Component that serves it.
 
 ``GET /v1/token[?audience=AUD]`` answers ``{"token", "expireTime", "audience"}`` (or the bare token
 with ``Accept: text/plain``); refusals are AIP-193 bodies like the upstream's, so one client code
@@ -9,16 +10,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from . import aip193
+from . import aip193, peercred, probes, unixsocket
 from .aip193 import Code
 from .errors import TokenUnavailable, UnknownAudience
 from .token import Token, TokenSource
 
+if TYPE_CHECKING:
+    from .config import Settings
+
 TOKENS = web.AppKey("tokens", TokenSource)
-READY: web.AppKey[Callable[[], str | None]] = web.AppKey("ready")
 COUNT: web.AppKey[Callable[[str], None]] = web.AppKey("count")
 BODIES: web.AppKey[EncodedTokens] = web.AppKey("bodies")
 
@@ -77,31 +81,51 @@ def _wants_text(accept: str) -> bool:
     return "text/plain" in accept and "application/json" not in accept
 
 
-async def healthz(request: web.Request) -> web.Response:
-    return web.json_response({"status": "serving"})
-
-
-async def readyz(request: web.Request) -> web.Response:
-    reason = request.app[READY]()
-    if reason is None:
-        return web.json_response({"status": "ready"})
-    return error_response(503, Code.UNAVAILABLE, f"not ready: {reason}", "NOT_READY")
-
-
-def health_routes(app: web.Application) -> None:
-    """/healthz and /readyz, shared with the metrics port."""
-    app.router.add_get("/healthz", healthz)
-    app.router.add_get("/readyz", readyz)
-
-
 def create_app(
     tokens: TokenSource, ready: Callable[[], str | None], count: Callable[[str], None] = lambda via: None
 ) -> web.Application:
     app = web.Application()
     app[TOKENS] = tokens
-    app[READY] = ready
     app[COUNT] = count
     app[BODIES] = EncodedTokens()
     app.router.add_get("/v1/token", get_token)
-    health_routes(app)
+    probes.health_routes(app, ready)
     return app
+
+
+class SocketServer:
+    """The local API on the Unix socket: a daemon Component in front of any TokenSource."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        tokens: TokenSource,
+        ready: Callable[[], str | None],
+        count: Callable[[str], None] = lambda via: None,
+    ) -> None:
+        self._settings = settings
+        self._runner = web.AppRunner(
+            create_app(tokens, ready, count),
+            access_log=None,
+            handle_signals=False,
+            shutdown_timeout=settings.shutdown_grace,
+        )
+        self._inode: int | None = None
+
+    async def start(self) -> None:
+        sock = unixsocket.bind(self._settings.socket, self._settings.socket_mode)
+        self._inode = unixsocket.inode(self._settings.socket)
+        await self._runner.setup()
+        policy = peercred.Policy(self._settings.socket_allow_uid, self._settings.socket_allow_gid)
+        site = (
+            peercred.GuardedSockSite(self._runner, sock, policy)
+            if policy.active
+            else web.SockSite(self._runner, sock)
+        )
+        await site.start()
+
+    async def stop(self) -> None:
+        # Unlink first so that new clients fail fast instead of reaching a closing server.
+        if self._inode is not None:
+            unixsocket.remove(self._settings.socket, self._inode)
+        await self._runner.cleanup()

@@ -161,6 +161,11 @@ class TokenProvider:
             self._start()
 
     @property
+    def exchanging(self) -> bool:
+        """True while an exchange is under way."""
+        return self._task is not None
+
+    @property
     def last_error(self) -> TokenRelayError | None:
         """Why the last exchange failed; None once one has succeeded."""
         return self._error

@@ -1,6 +1,6 @@
 """A real relay (providers, local API on a Unix socket) against a real fake token service, on a fake clock.
 
-``relay`` builds the pieces the daemon builds, from the same classes, with the schedule on a FakeClock:
+``relay`` is the daemon's own composition (``daemon.build``) with the schedule on a FakeClock:
 ``await relay.advance(seconds)`` moves time and waits until every exchange has finished and every
 background loop is asleep again (``Relay.settings`` is what ``daemon.serve`` would get). With
 ``proxy=True`` the proxy hangs off it too, in front of ``Api``: a loopback upstream that accepts a
@@ -30,16 +30,16 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from tokenrelay import aip193, idtoken
+from tokenrelay import aip193, daemon
 from tokenrelay.config import Settings
-from tokenrelay.daemon import SocketServer
-from tokenrelay.exchanger import Exchanger
+from tokenrelay.errors import TokenRelayError
 from tokenrelay.jwtclaims import numeric_claim, unverified_claims
 from tokenrelay.provider import TokenProvider, TokenProviders
 from tokenrelay.proxy import ProxyServer
 from tokenrelay.redact import fingerprint
 from tokenrelay.sts import Issued
 from tokenrelay.testing import Behaviour, FakeClock, FakeTokenService, jti, make_jwt, refusal
+from tokenrelay.token import Token
 
 API = "https://api.example"
 IDENTITY = "groups/acme/identities/ci"
@@ -185,25 +185,38 @@ def oidc_token(
 
 
 class InFlight:
-    """Wraps the fetch a provider calls, counting exchanges under way and every attempt's start time."""
+    """Hears every exchange the providers make: each attempt's start time and every failure's time,
+    on the relay's clock; ``inflight`` counts the exchanges under way."""
 
-    def __init__(self, fetch: Callable[[str], Awaitable[Issued]], clock: FakeClock) -> None:
-        self._fetch = fetch
+    def __init__(self, clock: FakeClock) -> None:
         self._clock = clock
-        self.inflight = 0
+        self.providers: TokenProviders | None = None  # set once built
         self.started: list[float] = []
         self.failed: list[float] = []
 
-    async def __call__(self, audience: str) -> Issued:
-        self.inflight += 1
-        self.started.append(self._clock())
-        try:
-            return await self._fetch(audience)
-        except BaseException:
-            self.failed.append(self._clock())
-            raise
-        finally:
-            self.inflight -= 1
+    @property
+    def inflight(self) -> int:
+        providers = self.providers
+        if providers is None:
+            return 0
+        return sum(providers.provider(audience).exchanging for audience in providers.audiences)
+
+    def observer(self) -> _Heard:
+        """The provider Observer that feeds ``started`` and ``failed``."""
+        return _Heard(self)
+
+
+class _Heard:
+    def __init__(self, flight: InFlight) -> None:
+        self._flight = flight
+
+    def exchanged(self, token: Token, *, duration: float, issued: Issued) -> None:
+        self._flight.started.append(self._flight._clock() - duration)
+
+    def failed(self, audience: str, error: TokenRelayError, *, duration: float, consecutive: int) -> None:
+        now = self._flight._clock()
+        self._flight.started.append(now - duration)
+        self._flight.failed.append(now)
 
 
 @dataclass
@@ -238,7 +251,6 @@ class Relay:
     session: aiohttp.ClientSession
     proxy_session: aiohttp.ClientSession
     secrets: Secrets
-    _server: SocketServer | None = field(default=None, repr=False)
     proxy: ProxyServer | None = field(default=None, repr=False)
 
     @property
@@ -335,22 +347,13 @@ async def relay_factory(secrets: Secrets) -> AsyncIterator[RelayFactory]:
         server = TestServer(service.app())
         await server.start_server()
         cleanups.append(server.close)
-        http = aiohttp.ClientSession()
-        cleanups.append(http.close)
         where = short_dir()
         dirs.append(where)
         token_file = where / "oidc-token"
         first = oidc_token(clock)
         secrets.extra.append(first)
         token_file.write_text(first)
-        exchanger = Exchanger(
-            http,
-            str(server.make_url("")),
-            IDENTITY,
-            idtoken.FileSource(str(token_file), wall=clock.wall),
-            timeout=exchange_timeout,
-        )
-        fetch = InFlight(exchanger, clock)
+        fetch = InFlight(clock)
         config = Settings(
             auth_url=str(server.make_url("")).rstrip("/"),
             api_url=api_url,
@@ -364,36 +367,29 @@ async def relay_factory(secrets: Secrets) -> AsyncIterator[RelayFactory]:
             proxy_listen=("127.0.0.1", 0) if proxy else None,
             **settings,
         )
-        providers = TokenProviders(
-            [
-                TokenProvider(
-                    audience,
-                    fetch,
-                    clock=clock,
-                    wall=clock.wall,
-                    sleep=clock.sleep,
-                    rng=random.Random(seed + i),
-                    wait_timeout=wait_timeout,
-                )
-                for i, audience in enumerate(config.audiences)
-            ]
+        # The daemon's own composition, on the fake clock.
+        sidecar = daemon.build(
+            config,
+            clock=clock,
+            wall=clock.wall,
+            sleep=clock.sleep,
+            rng=random.Random(seed),
+            environ={},
+            observers=[fetch.observer()],
         )
+        providers = fetch.providers = sidecar.providers
         client = aiohttp.ClientSession(connector=aiohttp.UnixConnector(path=config.socket, limit=128))
         cleanups.append(client.close)
         proxy_client = aiohttp.ClientSession()
         cleanups.append(proxy_client.close)
         relay = Relay(clock, service, fetch, providers, config, token_file, client, proxy_client, secrets)
+        relay.proxy = sidecar.proxy
         if start:
-            relay._server = SocketServer(config, providers)
-            await relay._server.start()
-            cleanups.append(relay._server.stop)
-            if proxy:
-                relay.proxy = ProxyServer.from_settings(config, providers)
-                await relay.proxy.start()
-                cleanups.append(relay.proxy.stop)
-            providers.start()
-            cleanups.append(providers.stop)
+            await sidecar.start()
+            cleanups.append(sidecar.stop)
             await relay.settle()
+        else:
+            cleanups.append(sidecar.session.close)
         return relay
 
     yield build

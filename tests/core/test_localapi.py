@@ -15,8 +15,8 @@ from aiohttp import web
 
 from tokenrelay import aip193
 from tokenrelay.config import Settings
-from tokenrelay.daemon import SocketServer
 from tokenrelay.errors import ConfigError
+from tokenrelay.localapi import SocketServer
 from tokenrelay.provider import TokenProviders
 from tokenrelay.testing import jti, refusal
 from tokenrelay.unixsocket import bind
@@ -30,7 +30,8 @@ REGISTRY = "registry.example.test"
 async def served(harness: Harness, tmp_path: Path) -> AsyncIterator[tuple[Harness, str]]:
     providers = TokenProviders([harness.provider(API), harness.provider(REGISTRY, seed=2)])
     path = str(tmp_path / "run" / "tokenrelay.sock")
-    server = SocketServer(Settings(auth_url="http://x", api_url=API, identity="i", socket=path), providers)
+    settings = Settings(auth_url="http://x", api_url=API, identity="i", socket=path)
+    server = SocketServer(settings, providers, providers.ready)
     await server.start()
     yield harness, path
     await server.stop()

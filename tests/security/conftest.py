@@ -24,7 +24,7 @@ import pytest
 from hypothesis import strategies as st
 
 from tokenrelay.config import Settings
-from tokenrelay.daemon import SocketServer
+from tokenrelay.localapi import SocketServer
 from tokenrelay.testing import StaticTokenSource, make_jwt
 
 API = "https://api.example"
@@ -64,7 +64,7 @@ async def serve_socket(short_dir: Path) -> AsyncIterator[ServeSocket]:
             shutdown_grace=0.5,
             **settings,
         )
-        server = SocketServer(config, tokens)  # type: ignore[arg-type]
+        server = SocketServer(config, tokens, tokens.ready)
         await server.start()
         servers.append(server)
         return config.socket
