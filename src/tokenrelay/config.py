@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -355,6 +354,8 @@ def _pick(
 
 
 def _read_toml(path: str) -> dict[str, Any]:
+    import tomllib  # only with --config: idle memory is the sidecar's budget
+
     try:
         with Path(path).open("rb") as f:
             data = tomllib.load(f)

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import aiohttp
 
-from . import idtoken, oneshot, sinks
+from . import idtoken, sinks
 from .config import Settings
 from .errors import ConfigError
 from .exchanger import Exchanger
@@ -100,6 +100,8 @@ class Sidecar:
 
     async def once(self) -> int:
         """--once: one exchange per audience, the sinks written; the exit status."""
+        from . import oneshot
+
         try:
             return await oneshot.run(
                 self.providers,

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from . import aip193, peercred, probes, unixsocket
+from . import aip193, probes, unixsocket
 from .aip193 import Code
 from .errors import TokenUnavailable, UnknownAudience
 from .token import Token, TokenSource
@@ -116,12 +116,14 @@ class SocketServer:
         sock = unixsocket.bind(self._settings.socket, self._settings.socket_mode)
         self._inode = unixsocket.inode(self._settings.socket)
         await self._runner.setup()
-        policy = peercred.Policy(self._settings.socket_allow_uid, self._settings.socket_allow_gid)
-        site = (
-            peercred.GuardedSockSite(self._runner, sock, policy)
-            if policy.active
-            else web.SockSite(self._runner, sock)
-        )
+        site: web.BaseSite
+        if self._settings.socket_allow_uid or self._settings.socket_allow_gid:
+            from . import peercred  # only with --socket-allow-uid/gid: idle memory is the budget
+
+            policy = peercred.Policy(self._settings.socket_allow_uid, self._settings.socket_allow_gid)
+            site = peercred.GuardedSockSite(self._runner, sock, policy)
+        else:
+            site = web.SockSite(self._runner, sock)
         await site.start()
 
     async def stop(self) -> None:
