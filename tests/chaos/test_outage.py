@@ -15,7 +15,7 @@ from tokenrelay.localapi import SocketServer
 from tokenrelay.provider import RETRY_SPREAD
 from tokenrelay.testing import refusal
 
-from .conftest import Relay, RelayFactory, down_503, down_reset
+from ..support.chaos import Relay, RelayFactory, down_503, down_reset
 
 LIFETIME = 600.0  # refresh at 270-330 s, expiry at 600 s
 

@@ -3,53 +3,17 @@ an organization with one identity per role, and a small HTTP helper."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
-from typing import Any
 
 import aiohttp
 import pytest
 
 from tokenrelay.emulator import Emulator, EmulatorServer
-from tokenrelay.emulator.model import Group
 
-
-class Wall:
-    """A wall clock that stands still unless moved."""
-
-    def __init__(self) -> None:
-        self.now = time.time()
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
-@dataclass
-class World:
-    """An organization ``acme`` and tokens for identities bound there with each role."""
-
-    emulator: Emulator
-    url: str
-    wall: Wall
-    http: aiohttp.ClientSession
-    org: Group
-    # role (or "outsider", or a name a test adds) -> API token; never shown in a failure report
-    tokens: dict[str, str] = field(repr=False)
-    uids: dict[str, str]  # role (or "outsider") -> identity uid
-
-    async def call(self, method: str, path: str, as_: str | None = "owner", **kwargs: Any) -> tuple[int, Any]:
-        """``(status, parsed JSON or None)`` for a request made as the identity with role ``as_``."""
-        headers = {"Authorization": f"Bearer {self.tokens[as_]}"} if as_ else {}
-        async with self.http.request(method, self.url + path, headers=headers, **kwargs) as response:
-            raw = await response.read()
-            return response.status, (await response.json() if raw else None)
-
-    def group(self, parent: str, name: str) -> Group:
-        return self.emulator.resources.create_group(parent, {"name": name})
+from ..support.emulator import (
+    Wall,
+    World,
+)
 
 
 @pytest.fixture
@@ -83,10 +47,3 @@ def world(server: EmulatorServer, wall: Wall, http: aiohttp.ClientSession) -> Wo
     uids["outsider"] = outsider.uid
     tokens["outsider"] = emulator.api_token(outsider.uid)
     return World(emulator, server.url, wall, http, org, tokens, uids)
-
-
-def details(body: dict[str, Any], type_suffix: str) -> dict[str, Any]:
-    """The detail object of a type (``ErrorInfo``, ``BadRequest``, ``PreconditionFailure``)."""
-    found: list[dict[str, Any]] = [d for d in body["details"] if d["@type"].endswith("." + type_suffix)]
-    assert len(found) == 1, body
-    return found[0]

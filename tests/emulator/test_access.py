@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tokenrelay.emulator.access import ROLE_BY_NAME
 
-from .conftest import World, details
+from ..support.emulator import World, details
 
 
 async def test_no_token_is_401(world: World) -> None:

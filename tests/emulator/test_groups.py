@@ -8,7 +8,7 @@ import pytest
 
 from tokenrelay.emulator.errors import IAM_DOMAIN
 
-from .conftest import World, details
+from ..support.emulator import World, details
 
 TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 

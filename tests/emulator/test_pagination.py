@@ -12,7 +12,7 @@ from tokenrelay.emulator import pagination
 from tokenrelay.emulator.errors import ApiError
 from tokenrelay.emulator.pagination import FIELD_ALIASES, MAX_PAGE_SIZE, PageRequest
 
-from .conftest import World
+from ..support.emulator import World
 
 ATTRIBUTES = frozenset({"uid", "name", "create_ms", "update_ms"})
 NOW = 2_000_000_000.0

@@ -18,7 +18,7 @@ from tokenrelay.idtoken import FileSource
 from tokenrelay.provider import TokenProvider
 from tokenrelay.redact import fingerprint
 
-from .conftest import World, details
+from ..support.emulator import World, details
 
 
 async def exchange(

@@ -13,7 +13,8 @@ from tokenrelay.client import LocalApiError, fetch_token, fetch_token_text
 from tokenrelay.helpers.source import CredentialError, fetch
 from tokenrelay.redact import fingerprint
 
-from .conftest import Stack, run, script, short_tempdir
+from ..support.helpers import Stack, run, script
+from ..support.paths import short_dir
 
 
 def test_text_token_is_the_json_token(stack: Stack) -> None:
@@ -39,7 +40,7 @@ def test_text_refusal_is_the_sidecars_message(stack: Stack) -> None:
 @pytest.fixture
 def canned() -> Iterator[tuple[str, list[bytes]]]:
     """A Unix-socket server that answers each connection with the next canned reply."""
-    workdir = short_tempdir("trc-")
+    workdir = str(short_dir("trc-"))
     path = f"{workdir}/s.sock"
     replies: list[bytes] = []
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

@@ -18,7 +18,7 @@ from tokenrelay.helpers.source import CredentialError, fetch
 from tokenrelay.redact import fingerprint
 from tokenrelay.testing import FakeTokenService, jti, make_jwt, refusal
 
-from .conftest import Stack, ThreadedServer, run, script
+from ..support.helpers import Stack, ThreadedServer, run, script
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import script
+from ..support.helpers import script
 
 
 @pytest.mark.parametrize(

@@ -19,7 +19,7 @@ from tokenrelay.helpers.source import Credential, CredentialError
 from tokenrelay.redact import fingerprint
 from tokenrelay.testing import jti, make_jwt
 
-from .conftest import Stack, run, script
+from ..support.helpers import Stack, run, script
 
 NOW = 1_800_000_000.0
 API = "credentialprovider.kubelet.k8s.io/v1"

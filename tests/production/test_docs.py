@@ -10,7 +10,7 @@ from prometheus_client import CollectorRegistry
 from tokenrelay import config, docgen, names
 from tokenrelay.metrics import Metrics
 
-from .conftest import REPO
+from ..support.production import REPO
 
 DOC = REPO / "docs" / "operations.md"
 SRC = REPO / "src" / "tokenrelay"

@@ -24,7 +24,7 @@ from tokenrelay.provider import TokenProvider, TokenProviders
 from tokenrelay.sts import Issued
 from tokenrelay.testing import FakeClock, make_jwt, refusal
 
-from .conftest import Upstream
+from ..support.production import Upstream
 
 API = "https://api.example.test"
 NO_WAIT = Backoff(base=0.0, cap=0.0)  # retry at once: each get() is one more attempt

@@ -11,7 +11,7 @@ import pytest
 
 from tokenrelay import aip193
 
-from .conftest import Echo, Observed, Proxied, StartProxy, Tokens, body_of, raw
+from ..support.proxy import Echo, Observed, Proxied, StartProxy, Tokens, body_of, raw
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 

@@ -18,7 +18,7 @@ from tokenrelay.config import Settings
 from tokenrelay.localapi import SocketServer
 from tokenrelay.peercred import Peer, Policy
 
-from .conftest import API, ServeSocket, StaticTokens
+from ..support.security import API, ServeSocket, StaticTokens
 
 NOBODY = 65534
 OTHER_GROUP = 4242
