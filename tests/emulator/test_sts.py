@@ -184,7 +184,7 @@ async def test_token_lifetime_setting(http: aiohttp.ClientSession) -> None:
 
 
 async def test_sidecar_exchange_code_reads_refusals(world: World) -> None:
-    """tokenrelay.sts.exchange gets a token, and turns a refusal into an ExchangeError with the code."""
+    """sts.exchange gets a token, and turns a refusal into an ExchangeError with the code."""
     issued = await sts.exchange(
         world.http, world.url, world.url, world.uids["owner"], world.emulator.mint("sub-owner"), timeout=5
     )
