@@ -106,15 +106,13 @@ def _run(args: argparse.Namespace) -> int:
     return run_settings(settings, reload=lambda: config.load(args))
 
 
-def run_settings(settings: object, reload: Callable[[], Settings] | None = None) -> int:
+def run_settings(settings: Settings, reload: Callable[[], Settings] | None = None) -> int:
     """Run the daemon (see _loop_factory for its event loop); ``reload`` re-reads settings (SIGHUP)."""
     import asyncio
 
     from . import daemon
-    from .config import Settings
     from .errors import ConfigError
 
-    assert isinstance(settings, Settings)
     try:
         with asyncio.Runner(loop_factory=_loop_factory(settings)) as runner:
             return runner.run(daemon.serve(settings, reload=reload))

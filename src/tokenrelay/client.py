@@ -147,7 +147,10 @@ def request(path: str, target: str, timeout: float, accept: str = "application/j
         ) from None
     finally:
         sock.close()
-    return _parse_reply(b"".join(chunks), path)
+    try:
+        return _parse_reply(b"".join(chunks), path)
+    except (ValueError, IndexError):  # a malformed chunked body: one error type for every caller
+        raise LocalApiError(f"the process at {path} does not speak the tokenrelay local API") from None
 
 
 def _parse_reply(raw: bytes, path: str) -> tuple[int, bytes]:

@@ -96,3 +96,24 @@ def test_docker_helper_reports_a_sidecar_refusal(stack: Stack, client_env: dict[
     assert "--audience unknown.example" in result.stdout
     assert result.stdout.count("\n") == 1
     assert result.stderr == ""
+
+
+def test_a_garbled_chunked_answer_is_a_local_api_error(tmp_path: Path) -> None:
+    """A process at the socket that answers with broken chunked framing gets the local API's own
+    error (which `tokenrelay token` prints as one line), not a bare ValueError."""
+    path = str(tmp_path / "s.sock")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
+        server.bind(path)
+        server.listen(1)
+
+        def answer() -> None:
+            conn, _ = server.accept()
+            with conn:
+                conn.recv(65536)
+                conn.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nx\r\n0\r\n\r\n")
+
+        thread = threading.Thread(target=answer)
+        thread.start()
+        with pytest.raises(LocalApiError, match="does not speak the tokenrelay local API"):
+            fetch_token(path, "aud", timeout=5)
+        thread.join()

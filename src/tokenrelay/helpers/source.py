@@ -42,8 +42,6 @@ def fetch(audience: str, environ: Mapping[str, str] | None = None, *, expiry: bo
         if fallback.configured(env):
             return fallback.fetch(audience, env)
         raise CredentialError(f"{exc}; {fallback.HINT}") from None
-    except (ValueError, IndexError):
-        raise CredentialError(f"the process at {path} answered something that is not HTTP") from None
     return Credential(reply.token, reply.expire_time)
 
 
