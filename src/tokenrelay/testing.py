@@ -15,13 +15,14 @@ import json
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
-
-from aiohttp import web
+from typing import TYPE_CHECKING, Any
 
 from . import aip193
 from .errors import UnknownAudience
 from .token import Token
+
+if TYPE_CHECKING:
+    from aiohttp import web
 
 
 class FakeClock:
@@ -119,7 +120,8 @@ def make_jwt(claims: dict[str, Any]) -> str:
     return f"{_b64({'alg': 'ES256', 'typ': 'JWT'})}.{_b64(claims)}.c2lnbmF0dXJl"
 
 
-Behaviour = Callable[[web.Request], Awaitable[web.StreamResponse | None]]
+# aiohttp is imported where it is used: StaticTokenSource and FakeClock need none of it.
+Behaviour = Callable[["web.Request"], Awaitable["web.StreamResponse | None"]]
 
 
 @dataclass
@@ -137,6 +139,8 @@ class FakeTokenService:
     gate: asyncio.Event | None = field(default=None, repr=False)  # answers wait for it when set
 
     def app(self) -> web.Application:
+        from aiohttp import web
+
         app = web.Application()
         app.router.add_get("/sts/exchange", self._exchange)
         return app
@@ -154,6 +158,8 @@ class FakeTokenService:
                 return response
         if not auth.startswith("Bearer ") or "aud" not in request.query:
             return refusal(aip193.Code.INVALID_ARGUMENT, "missing bearer token or aud", 400)
+        from aiohttp import web
+
         return web.json_response({"token": self.mint(request.query["aud"])})
 
     def mint(self, audience: str, lifetime: float | None = None, iat: float | None = None) -> str:
@@ -174,6 +180,8 @@ class FakeTokenService:
 
 def refusal(code: aip193.Code, message: str, status: int, reason: str = "TEST") -> web.Response:
     """An AIP-193 error answer like the upstream's."""
+    from aiohttp import web
+
     return web.Response(
         status=status,
         body=aip193.encode(code, message, reason, "sts.example"),
