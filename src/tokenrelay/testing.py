@@ -65,6 +65,21 @@ class FakeClock:
             if not future.done():
                 future.set_result(None)
 
+    async def settle(
+        self, sleepers: int, *, busy: Callable[[], bool] = lambda: False, timeout: float = 10.0
+    ) -> None:
+        """Let the event loop run (real time, bounded by ``timeout``) until at least ``sleepers``
+        sleep() calls wait on this clock and ``busy()`` is False: every background loop (a provider's
+        schedule, say) has done what the last tick woke it for and is parked again."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        quiet = 0
+        while quiet < 2:  # twice in a row: a wake-up may be queued behind the first look
+            quiet = quiet + 1 if self.sleeping >= sleepers and not busy() else 0
+            if loop.time() > deadline:
+                raise AssertionError(f"the fake clock's sleepers did not settle within {timeout:g}s")
+            await asyncio.sleep(0.001)
+
     async def advance(self, seconds: float, step: float = 1.0) -> None:
         """tick() in steps, letting the event loop run between them."""
         remaining = seconds

@@ -9,21 +9,19 @@ import aiohttp
 import pytest
 
 from tokenrelay.emulator import Emulator, EmulatorServer
+from tokenrelay.testing import FakeClock
 
-from ..support.emulator import (
-    Wall,
-    World,
-)
+from ..support.emulator import World
 
 
 @pytest.fixture
-def wall() -> Wall:
-    return Wall()
+def clock() -> FakeClock:
+    return FakeClock()
 
 
 @pytest.fixture
-async def server(wall: Wall) -> AsyncIterator[EmulatorServer]:
-    async with EmulatorServer(Emulator(wall=wall)) as running:
+async def server(clock: FakeClock) -> AsyncIterator[EmulatorServer]:
+    async with EmulatorServer(Emulator(wall=clock.wall)) as running:
         yield running
 
 
@@ -34,7 +32,7 @@ async def http() -> AsyncIterator[aiohttp.ClientSession]:
 
 
 @pytest.fixture
-def world(server: EmulatorServer, wall: Wall, http: aiohttp.ClientSession) -> World:
+def world(server: EmulatorServer, clock: FakeClock, http: aiohttp.ClientSession) -> World:
     emulator = server.emulator
     org = emulator.organization("acme")
     other = emulator.organization("elsewhere")
@@ -46,4 +44,4 @@ def world(server: EmulatorServer, wall: Wall, http: aiohttp.ClientSession) -> Wo
     outsider = emulator.workload(other.uid, subject="sub-outsider", role="owner").identity
     uids["outsider"] = outsider.uid
     tokens["outsider"] = emulator.api_token(outsider.uid)
-    return World(emulator, server.url, wall, http, org, tokens, uids)
+    return World(emulator, server.url, clock, http, org, tokens, uids)

@@ -93,7 +93,7 @@ async def test_missing_bearer_is_unauthenticated(world: World) -> None:
 async def test_expired_oidc_token_is_refused(world: World) -> None:
     """An OIDC token past its exp gets 16."""
     token = world.emulator.mint("sub-owner", lifetime=60)
-    world.wall.advance(61)
+    world.clock.jump_wall(61)
     status, error = await exchange(world, token, world.uids["owner"])
     assert (status, error["code"]) == (401, 16)
     assert "expired" in error["message"]

@@ -4,7 +4,6 @@ proxy, the secrets the log check looks for, and scripted token-service failures.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -222,15 +221,9 @@ class Relay:
 
     async def settle(self) -> None:
         """Wait (real time, bounded) until no exchange is under way and every schedule sleeps."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + SETTLE_SECONDS
-        quiet = 0
-        while quiet < 2:  # twice in a row: a wake-up may be queued behind the first look
-            idle = self.fetch.inflight == 0 and self.clock.sleeping >= len(self.providers.audiences)
-            quiet = quiet + 1 if idle else 0
-            if loop.time() > deadline:
-                raise AssertionError(f"relay did not settle within {SETTLE_SECONDS}s of real time")
-            await asyncio.sleep(0.001)
+        await self.clock.settle(
+            len(self.providers.audiences), busy=lambda: self.fetch.inflight > 0, timeout=SETTLE_SECONDS
+        )
 
     async def advance(self, seconds: float, step: float = 5.0) -> None:
         """Move the fake clock by ``seconds``, settling after every ``step``."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -10,19 +9,7 @@ import aiohttp
 
 from tokenrelay.emulator import Emulator
 from tokenrelay.emulator.model import Group
-
-
-class Wall:
-    """A wall clock that stands still unless moved."""
-
-    def __init__(self) -> None:
-        self.now = time.time()
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
+from tokenrelay.testing import FakeClock
 
 
 @dataclass
@@ -31,12 +18,15 @@ class World:
 
     emulator: Emulator
     url: str
-    wall: Wall
+    clock: FakeClock  # the emulator runs on its wall (``clock.wall``); ``clock.jump_wall`` moves it
     http: aiohttp.ClientSession
     org: Group
     # role (or "outsider", or a name a test adds) -> API token; never shown in a failure report
     tokens: dict[str, str] = field(repr=False)
     uids: dict[str, str]  # role (or "outsider") -> identity uid
+
+    def wall(self) -> float:
+        return self.clock.wall()
 
     async def call(self, method: str, path: str, as_: str | None = "owner", **kwargs: Any) -> tuple[int, Any]:
         """``(status, parsed JSON or None)`` for a request made as the identity with role ``as_``."""
