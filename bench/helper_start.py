@@ -23,7 +23,6 @@ children's environment.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import resource
@@ -32,42 +31,13 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
-from aiohttp import web
-
 from tokenrelay.client import LocalApiError, fetch_token
-from tokenrelay.testing import FakeTokenService, make_jwt
+from tokenrelay.testing import FakeTokenService, ThreadedServer, make_jwt
 
 HOST = "registry.bench.example"
-
-
-def serve_in_thread(app: web.Application) -> int:
-    """Serve ``app`` on a loopback port from a daemon thread; the port."""
-    ready = threading.Event()
-    port: list[int] = []
-
-    async def start() -> None:
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        server = site._server
-        assert server is not None
-        port.append(server.sockets[0].getsockname()[1])  # type: ignore[attr-defined]
-
-    def main() -> None:
-        loop = asyncio.new_event_loop()
-        loop.run_until_complete(start())
-        ready.set()
-        loop.run_forever()
-
-    threading.Thread(target=main, daemon=True).start()
-    if not ready.wait(10):
-        raise RuntimeError("token service did not start")
-    return port[0]
 
 
 def install_plain_venv(workdir: str) -> str:
@@ -150,7 +120,7 @@ def main() -> None:
     try:
         helper = args.helper or install_plain_venv(workdir)
         python = script_interpreter(helper)
-        port = serve_in_thread(FakeTokenService().app())
+        port = ThreadedServer(FakeTokenService().app()).start().port
         sidecar, socket = start_sidecar(workdir, f"http://127.0.0.1:{port}")
         try:
             env = {**os.environ, "TOKENRELAY_SOCKET": socket, "TOKENRELAY_HOSTS": HOST}

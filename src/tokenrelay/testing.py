@@ -3,7 +3,8 @@
 ``FakeClock`` drives a TokenProvider's schedule deterministically: pass ``clock=fake``,
 ``wall=fake.wall`` and ``sleep=fake.sleep``, then ``tick()``. ``FakeTokenService`` is a real aiohttp
 application speaking the token exchange, issuing JWTs ``t1``, ``t2``, … (their ``jti``), counting
-calls, and failing, hanging or answering garbage on demand. ``StaticTokenSource`` is a TokenSource
+calls, and failing, hanging or answering garbage on demand; ``ThreadedServer`` serves any aiohttp
+application on loopback from a thread of its own, for blocking clients. ``StaticTokenSource`` is a TokenSource
 that always holds one long-lived token, for putting the local API or the proxy in front of it.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -209,3 +211,56 @@ def jti(token: str) -> str:
     payload = token.split(".")[1]
     claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
     return str(claims["jti"])
+
+
+class ThreadedServer:
+    """An aiohttp application on 127.0.0.1 in a thread of its own, with its own event loop: for
+    driving blocking clients (subprocesses, the credential helpers) against a loopback server."""
+
+    def __init__(self, app: web.Application) -> None:
+        self._app = app
+        self._loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+        self._thread = threading.Thread(target=self._main, daemon=True)
+
+    def _main(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        self._loop.run_until_complete(self._start())
+        self._ready.set()
+        self._loop.run_forever()
+
+    async def _start(self) -> None:
+        from aiohttp import web
+
+        self._runner = web.AppRunner(self._app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        server = site._server
+        assert server is not None
+        self.port = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
+
+    def start(self) -> ThreadedServer:
+        self._thread.start()
+        if not self._ready.wait(10):
+            raise RuntimeError("loopback server did not start")
+        return self
+
+    def stop(self) -> None:
+        async def cleanup() -> None:
+            if self._runner is not None:
+                await self._runner.cleanup()
+
+        asyncio.run_coroutine_threadsafe(cleanup(), self._loop).result(10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+
+    @property
+    def netloc(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.netloc}"

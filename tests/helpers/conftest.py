@@ -17,13 +17,12 @@ from pathlib import Path
 import pytest
 
 from tokenrelay.client import LocalApiError, fetch_token
-from tokenrelay.testing import FakeTokenService, make_jwt
+from tokenrelay.testing import FakeTokenService, ThreadedServer, make_jwt
 
 from ..support.helpers import (
     BIN,
     IDENTITY,
     Stack,
-    ThreadedServer,
     TokenCheck,
     git_app,
     index_app,

@@ -4,7 +4,6 @@ session-wide sidecar stack, and the installed scripts.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import hashlib
 import io
@@ -13,7 +12,6 @@ import os
 import shutil
 import subprocess
 import sys
-import threading
 import time
 import zipfile
 from dataclasses import dataclass, field
@@ -26,7 +24,7 @@ from aiohttp import web
 from tokenrelay.client import fetch_token
 from tokenrelay.jwtclaims import unverified_claims
 from tokenrelay.redact import fingerprint
-from tokenrelay.testing import FakeTokenService, make_jwt
+from tokenrelay.testing import FakeTokenService, ThreadedServer, make_jwt
 
 BIN = Path(sys.executable).parent
 
@@ -53,56 +51,6 @@ def script(name: str) -> str:
             pytest.fail(f"{name} is not installed: pip install -e . first")
         return found
     return str(path)
-
-
-class ThreadedServer:
-    """An aiohttp application on 127.0.0.1 in a thread of its own."""
-
-    def __init__(self, app: web.Application) -> None:
-        self._app = app
-        self._loop = asyncio.new_event_loop()
-        self._ready = threading.Event()
-        self._runner: web.AppRunner | None = None
-        self.port = 0
-        self._thread = threading.Thread(target=self._main, daemon=True)
-
-    def _main(self) -> None:
-        asyncio.set_event_loop(self._loop)
-        self._loop.run_until_complete(self._start())
-        self._ready.set()
-        self._loop.run_forever()
-
-    async def _start(self) -> None:
-        self._runner = web.AppRunner(self._app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        server = site._server
-        assert server is not None
-        self.port = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
-
-    def start(self) -> ThreadedServer:
-        self._thread.start()
-        if not self._ready.wait(10):
-            raise RuntimeError("loopback server did not start")
-        return self
-
-    def stop(self) -> None:
-        async def cleanup() -> None:
-            if self._runner is not None:
-                await self._runner.cleanup()
-
-        asyncio.run_coroutine_threadsafe(cleanup(), self._loop).result(10)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(10)
-
-    @property
-    def netloc(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    @property
-    def url(self) -> str:
-        return f"http://{self.netloc}"
 
 
 @dataclass
