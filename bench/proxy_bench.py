@@ -258,23 +258,7 @@ def serve(variant: str, upstream: int, port: int, ca: str | None) -> None:
     from tokenrelay.proxy import ProxyServer
     from tokenrelay.proxy.bearer import Bearer
     from tokenrelay.proxy.pool import UpstreamPool
-    from tokenrelay.token import Token
-
-    class FixedToken:
-        audiences = ("bench",)
-
-        def __init__(self) -> None:
-            now = time.monotonic()
-            self.token = Token("static-benchmark-token", "bench", now, 86400.0, now + 43200.0, time.time())
-
-        def fresh(self, audience: str) -> Token | None:
-            return self.token
-
-        async def get(self, audience: str) -> Token:
-            return self.token
-
-        async def reject(self, audience: str, token: Token) -> Token:
-            return self.token
+    from tokenrelay.testing import StaticTokenSource
 
     if variant == "no-token-cache":
         Bearer.current = lambda self: None  # type: ignore[method-assign]
@@ -284,8 +268,12 @@ def serve(variant: str, upstream: int, port: int, ca: str | None) -> None:
 
     async def main() -> None:
         scheme = "https" if ca else "http"
+        url = f"{scheme}://127.0.0.1:{upstream}"
         proxy = ProxyServer(
-            f"{scheme}://127.0.0.1:{upstream}", FixedToken(), listen=("127.0.0.1", port), upstream_ca=ca
+            url,
+            StaticTokenSource(url, "static-benchmark-token"),
+            listen=("127.0.0.1", port),
+            upstream_ca=ca,
         )
         await proxy.start()
         await asyncio.Event().wait()

@@ -69,7 +69,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"tokenrelay {__version__}")
     commands = parser.add_subparsers(title="commands", metavar="COMMAND")
 
-    from . import client, config  # standard library only: cheap
+    from . import config, names  # standard library only: cheap
 
     run = commands.add_parser(
         "run",
@@ -85,7 +85,7 @@ def _parser() -> argparse.ArgumentParser:
     token.add_argument(
         "--socket",
         metavar="PATH",
-        help=f"the sidecar's socket [env TOKENRELAY_SOCKET, default {client.DEFAULT_SOCKET}]",
+        help=f"the sidecar's socket [env {names.SOCKET_ENV}, default {names.DEFAULT_SOCKET}]",
     )
     token.set_defaults(handler=_token)
 
@@ -120,15 +120,13 @@ def _run(args: argparse.Namespace) -> int:
     return run_settings(settings, reload=lambda: config.load(args))
 
 
-def run_settings(settings: object, reload: Callable[[], Settings] | None = None) -> int:
+def run_settings(settings: Settings, reload: Callable[[], Settings] | None = None) -> int:
     """Run the daemon (see _loop_factory for its event loop); ``reload`` re-reads settings (SIGHUP)."""
     import asyncio
 
     from . import daemon
-    from .config import Settings
     from .errors import ConfigError
 
-    assert isinstance(settings, Settings)
     try:
         with asyncio.Runner(loop_factory=_loop_factory(settings)) as runner:
             return runner.run(daemon.serve(settings, reload=reload))

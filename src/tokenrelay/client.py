@@ -9,19 +9,22 @@ successful path needs neither.
 
 from __future__ import annotations
 
-import os
+from _socket import AF_UNIX, SOCK_STREAM
+from _socket import socket as unix_socket
+
+from .errors import LocalApiError
+from .names import DEFAULT_SOCKET, SOCKET_ENV
 
 # The C module behind ``socket``: the same socket object for what we do here (connect, sendall, recv),
 # without socket.py's enum conversions and selectors, a tenth of a helper's start-up.
-from _socket import AF_UNIX, SOCK_STREAM
-from _socket import socket as unix_socket
+from .procenv import environ as process_environ
+
+__all__ = ["DEFAULT_SOCKET", "SOCKET_ENV", "LocalApiError", "TokenReply", "fetch_token", "fetch_token_text"]
 
 TYPE_CHECKING = False  # not typing's: the helpers' hot path must not import typing
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-DEFAULT_SOCKET = "/var/run/tokenrelay/tokenrelay.sock"  # config.py takes it from here
-SOCKET_ENV = "TOKENRELAY_SOCKET"
 MAX_REPLY = 1 << 20
 
 
@@ -61,18 +64,9 @@ def quote(text: str) -> str:
     return "".join(chr(b) if b in _UNRESERVED else f"%{b:02X}" for b in text.encode())
 
 
-class LocalApiError(Exception):
-    """The sidecar could not be reached or gave no token; the message says what to do."""
-
-    def __init__(self, message: str, *, status: int | None = None, reason: str = "") -> None:
-        super().__init__(message)
-        self.status = status
-        self.reason = reason
-
-
 def socket_path(explicit: str | None = None, environ: Mapping[str, str] | None = None) -> str:
     """``explicit``, else $TOKENRELAY_SOCKET, else where ``tokenrelay run`` listens by default."""
-    env = os.environ if environ is None else environ
+    env = process_environ() if environ is None else environ
     return explicit or env.get(SOCKET_ENV) or DEFAULT_SOCKET
 
 
@@ -81,10 +75,10 @@ def fetch_token(path: str, audience: str | None = None, timeout: float = 15.0) -
     status, body = request(path, _target(audience), timeout)
     if status != 200:
         raise _refusal(path, status, body)
-    import json
+    from .litejson import loads  # not json: it imports re, which the git helper cannot afford
 
     try:
-        obj = json.loads(body)
+        obj = loads(body)
         return TokenReply(obj["token"], obj["expireTime"], obj["audience"])
     except (ValueError, KeyError, TypeError):
         raise LocalApiError(f"the tokenrelay sidecar at {path} answered an unexpected body") from None
@@ -153,7 +147,10 @@ def request(path: str, target: str, timeout: float, accept: str = "application/j
         ) from None
     finally:
         sock.close()
-    return _parse_reply(b"".join(chunks), path)
+    try:
+        return _parse_reply(b"".join(chunks), path)
+    except (ValueError, IndexError):  # a malformed chunked body: one error type for every caller
+        raise LocalApiError(f"the process at {path} does not speak the tokenrelay local API") from None
 
 
 def _parse_reply(raw: bytes, path: str) -> tuple[int, bytes]:

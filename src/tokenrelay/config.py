@@ -10,19 +10,30 @@ from __future__ import annotations
 
 import argparse
 import os
-import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
-from urllib.parse import urlsplit
+from typing import Any, Literal
 
-from .client import DEFAULT_SOCKET
+from . import rules
 from .errors import ConfigError
-from .loopback import is_loopback
+from .loopback import is_loopback, parse_hostport
+from .names import (
+    DEFAULT_EXCHANGE_TIMEOUT,
+    DEFAULT_ID_TOKEN_FILE,
+    DEFAULT_MODE,
+    DEFAULT_PROXY_MAX_CONNECTIONS,
+    DEFAULT_PROXY_TIMEOUT,
+    DEFAULT_SHUTDOWN_GRACE,
+    DEFAULT_SOCKET,
+    DEFAULT_WAIT_TIMEOUT,
+    ENV_PREFIX,
+    where,
+)
+from .names import env as env_name
+from .names import flag as flag_name
 from .regularfile import NotRegularFile, read_regular
 
-ENV_PREFIX = "TOKENRELAY_"
-DEFAULT_ID_TOKEN_FILE = "/var/run/secrets/tokens/oidc-token"
+Kind = Literal["str", "url", "path", "mode", "choice", "bool", "seconds", "int", "list", "uids", "hostport"]
 ID_TOKEN_SOURCES = ("file", "env", "github-actions")
 LOG_FORMATS = ("json", "text")
 LOG_LEVELS = ("debug", "info", "warning", "error")
@@ -37,7 +48,7 @@ class Option:
 
     name: str  # snake_case; the flag is --name-with-dashes
     help: str
-    kind: str = "str"  # str | url | path | mode | choice | bool | seconds | int | list | uids | hostport
+    kind: Kind = "str"
     default: Any = None
     required: bool = False
     choices: tuple[str, ...] = ()
@@ -46,15 +57,15 @@ class Option:
 
     @property
     def flag(self) -> str:
-        return "--" + self.name.replace("_", "-")
+        return flag_name(self.name)
 
     @property
     def env(self) -> str:
-        return ENV_PREFIX + self.name.upper()
+        return env_name(self.name)
 
     def where(self) -> str:
         """How a user sets it, for error messages."""
-        return f"{self.flag} (env {self.env})"
+        return where(self.name)
 
 
 OPTIONS: tuple[Option, ...] = (
@@ -91,14 +102,14 @@ OPTIONS: tuple[Option, ...] = (
         "exchange_timeout",
         "Total timeout of one exchange, in seconds.",
         kind="seconds",
-        default=10.0,
+        default=DEFAULT_EXCHANGE_TIMEOUT,
         metavar="SECONDS",
     ),
     Option(
         "wait_timeout",
         "How long a caller waits when no valid token is held yet, in seconds.",
         kind="seconds",
-        default=10.0,
+        default=DEFAULT_WAIT_TIMEOUT,
         metavar="SECONDS",
     ),
     # the platform's OIDC token
@@ -127,7 +138,11 @@ OPTIONS: tuple[Option, ...] = (
         "socket", "Unix socket serving the local API.", kind="path", default=DEFAULT_SOCKET, metavar="PATH"
     ),
     Option(
-        "socket_mode", "Permission bits of the socket, octal.", kind="mode", default=0o600, metavar="MODE"
+        "socket_mode",
+        "Permission bits of the socket, octal.",
+        kind="mode",
+        default=DEFAULT_MODE,
+        metavar="MODE",
     ),
     Option(
         "socket_allow_uid",
@@ -147,7 +162,7 @@ OPTIONS: tuple[Option, ...] = (
         "shutdown_grace",
         "On SIGTERM, how long requests in flight may take to finish, in seconds.",
         kind="seconds",
-        default=10.0,
+        default=DEFAULT_SHUTDOWN_GRACE,
         metavar="SECONDS",
     ),
     # the proxy
@@ -173,14 +188,14 @@ OPTIONS: tuple[Option, ...] = (
         "proxy_timeout",
         "How long the proxy waits for the upstream's answer, in seconds (then 504).",
         kind="seconds",
-        default=60.0,
+        default=DEFAULT_PROXY_TIMEOUT,
         metavar="SECONDS",
     ),
     Option(
         "proxy_max_connections",
         "Most client connections the proxy holds open at once.",
         kind="int",
-        default=1024,
+        default=DEFAULT_PROXY_MAX_CONNECTIONS,
         metavar="N",
     ),
     # production
@@ -202,7 +217,7 @@ OPTIONS: tuple[Option, ...] = (
         "token_file_mode",
         "Permission bits of --token-file files, octal.",
         kind="mode",
-        default=0o600,
+        default=DEFAULT_MODE,
         metavar="MODE",
     ),
     Option(
@@ -236,25 +251,25 @@ class Settings:
     api_url: str
     identity: str
     audience: tuple[str, ...] = ()
-    exchange_timeout: float = 10.0
-    wait_timeout: float = 10.0
-    id_token_source: str = "file"  # file | env | github-actions
+    exchange_timeout: float = DEFAULT_EXCHANGE_TIMEOUT
+    wait_timeout: float = DEFAULT_WAIT_TIMEOUT
+    id_token_source: str = "file"  # file | env | github-actions; "env" when only --id-token-env is set
     id_token_file: str = DEFAULT_ID_TOKEN_FILE
     id_token_env: str | None = None
     id_token_audience: str | None = None
     socket: str = DEFAULT_SOCKET
-    socket_mode: int = 0o600
+    socket_mode: int = DEFAULT_MODE
     socket_allow_uid: tuple[int, ...] = ()
     socket_allow_gid: tuple[int, ...] = ()
-    shutdown_grace: float = 10.0
+    shutdown_grace: float = DEFAULT_SHUTDOWN_GRACE
     proxy_listen: tuple[str, int] | None = None
     proxy_allow_remote: bool = False
     upstream_ca: str | None = None
-    proxy_timeout: float = 60.0
-    proxy_max_connections: int = 1024
+    proxy_timeout: float = DEFAULT_PROXY_TIMEOUT
+    proxy_max_connections: int = DEFAULT_PROXY_MAX_CONNECTIONS
     metrics_listen: tuple[str, int] | None = None
     token_file: tuple[str, ...] = ()
-    token_file_mode: int = 0o600
+    token_file_mode: int = DEFAULT_MODE
     once: bool = False
     log_format: str = "json"
     log_level: str = "info"
@@ -341,6 +356,8 @@ def _pick(
 
 def _read_toml(path: str) -> dict[str, Any]:
     # Read without blocking: SIGHUP re-reads the file on the event loop (see regularfile).
+    import tomllib  # only with --config: idle memory is the sidecar's budget
+
     try:
         raw = read_regular(path, MAX_CONFIG_BYTES)
         if len(raw) > MAX_CONFIG_BYTES:
@@ -397,13 +414,7 @@ def _to_str(option: Option, raw: Any) -> str:
 
 
 def _to_url(option: Option, raw: Any) -> str:
-    text = _to_str(option, raw).rstrip("/")
-    parts = urlsplit(text)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"{text!r} is not an http:// or https:// URL")
-    if parts.query or parts.fragment:
-        raise ValueError(f"{text!r} must not carry a query or fragment")
-    return text
+    return rules.http_url(_to_str(option, raw))
 
 
 def _to_mode(option: Option, raw: Any) -> int:
@@ -439,13 +450,7 @@ def _to_bool(option: Option, raw: Any) -> bool:
 
 
 def _to_seconds(option: Option, raw: Any) -> float:
-    try:
-        value = float(raw)
-    except (TypeError, ValueError):
-        raise ValueError(f"{raw!r} is not a number of seconds") from None
-    if not 0 < value < 86400:
-        raise ValueError(f"{raw!r} must be more than 0 and less than a day")
-    return value
+    return rules.seconds(raw)
 
 
 def _to_int(option: Option, raw: Any) -> int:
@@ -480,15 +485,10 @@ def _to_uids(option: Option, raw: Any) -> tuple[int, ...]:
 
 
 def _to_hostport(option: Option, raw: Any) -> tuple[str, int]:
-    text = _to_str(option, raw)
-    host, sep, port_text = text.rpartition(":")
-    host = host.strip("[]")
-    if not sep or not host or not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
-        raise ValueError(f"{text!r} is not HOST:PORT, e.g. 127.0.0.1:8080")
-    return host, int(port_text)
+    return parse_hostport(_to_str(option, raw))
 
 
-_CONVERTERS: dict[str, Callable[[Option, Any], Any]] = {
+_CONVERTERS: dict[Kind, Callable[[Option, Any], Any]] = {
     "str": _to_str,
     "url": _to_url,
     "path": _to_str,
@@ -508,13 +508,12 @@ def _check(settings: Settings) -> None:
     source = settings.id_token_source
     if source == "env" and not settings.id_token_env:
         raise ConfigError(
-            "--id-token-source env needs --id-token-env (env TOKENRELAY_ID_TOKEN_ENV) "
+            f"--id-token-source env needs {where('id_token_env')} "
             "naming the variable that holds the OIDC token"
         )
     if source != "env" and settings.id_token_env:
         raise ConfigError(
-            f"--id-token-env (env TOKENRELAY_ID_TOKEN_ENV) does not go with "
-            f"--id-token-source {source}; set one of them"
+            f"{where('id_token_env')} does not go with --id-token-source {source}; set one of them"
         )
     if (
         settings.proxy_listen
@@ -522,22 +521,22 @@ def _check(settings: Settings) -> None:
         and not is_loopback(settings.proxy_listen[0])
     ):
         raise ConfigError(
-            f"--proxy-listen (env TOKENRELAY_PROXY_LISTEN): {settings.proxy_listen[0]} is not a "
+            f"{where('proxy_listen')}: {settings.proxy_listen[0]} is not a "
             "loopback address; anyone who reaches it gets the token's access. Listen on 127.0.0.1, "
-            "or add --proxy-allow-remote (env TOKENRELAY_PROXY_ALLOW_REMOTE) if you mean it"
+            f"or add {where('proxy_allow_remote')} if you mean it"
         )
     for spec in settings.token_file:
         path, _, audience = spec.partition("=")
         if not path:
-            raise ConfigError(f"--token-file (env TOKENRELAY_TOKEN_FILE): {spec!r} has no path")
+            raise ConfigError(f"{where('token_file')}: {spec!r} has no path")
         if audience and audience not in settings.audiences:
             raise ConfigError(
-                f"--token-file (env TOKENRELAY_TOKEN_FILE): audience {audience!r} is not kept "
-                "fresh; add it with --audience (env TOKENRELAY_AUDIENCE)"
+                f"{where('token_file')}: audience {audience!r} is not kept "
+                f"fresh; add it with {where('audience')}"
             )
     if settings.socket_mode & 0o111:
         raise ConfigError(
-            f"--socket-mode (env TOKENRELAY_SOCKET_MODE): {oct(settings.socket_mode)} "
+            f"{where('socket_mode')}: {oct(settings.socket_mode)} "
             "sets execute bits, which mean nothing on a socket; use e.g. 0600 or 0660"
         )
 

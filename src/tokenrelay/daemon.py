@@ -1,11 +1,13 @@
-"""``tokenrelay run``: the sidecar, wired in one place from small parts.
+"""``tokenrelay run``: the sidecar, wired in one place from small parts, apart from its lifecycle.
 
-The parts: the token providers (one per audience), the local API on the Unix socket, and the
-optional servers (proxy, metrics) that each start and stop on their own; the metrics and the
---token-file sinks hear of every exchange as provider observers. Signals: SIGTERM and SIGINT stop
-accepting, let requests in flight finish within --shutdown-grace, remove the socket and return 0;
-SIGHUP re-reads the configuration and refreshes every token now. With --once nothing is served: see
-``oneshot``.
+``build`` is the composition root: from the settings (and the clock, wall, sleep, rng, metrics
+registry and environment it is given) it makes the token providers (one per audience), the OIDC
+token source, the --token-file sinks, and the servers in the order they start: the metrics port,
+the proxy, then the local API on the Unix socket. The metrics and the sinks hear of every exchange as
+provider observers. ``Sidecar`` runs what ``build`` made; ``serve`` is ``build`` plus the signals:
+SIGTERM and SIGINT stop accepting, let requests in flight finish within --shutdown-grace, remove the
+socket and return 0; SIGHUP re-reads the configuration and refreshes every token now. With --once
+nothing is served: see ``oneshot``. The chaos tests run the same ``build`` on a fake clock.
 """
 
 from __future__ import annotations
@@ -13,17 +15,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import random
 import signal
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Protocol
 
 import aiohttp
-from aiohttp import web
 
-from . import idtoken, localapi, oneshot, peercred, sinks, unixsocket
+from . import idtoken, sinks
 from .config import Settings
+from .errors import ConfigError
 from .exchanger import Exchanger
 from .listening import bind_error
+from .localapi import SocketServer
+from .names import where
 from .provider import Observer, TokenProvider, TokenProviders
 from .reloader import Reloader
 from .status import StatusBoard
@@ -32,10 +39,14 @@ if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
     from .metrics import Metrics
+    from .proxy import ProxyServer
 
 log = logging.getLogger("tokenrelay")
 
-PROXY_LISTEN_SETTING = "--proxy-listen (env TOKENRELAY_PROXY_LISTEN)"
+PROXY_LISTEN_SETTING = where("proxy_listen")
+Sleep = Callable[[float], Awaitable[None]]
+
+__all__ = ["Component", "Sidecar", "SocketServer", "build", "id_token_source", "serve"]
 
 
 class Component(Protocol):
@@ -46,71 +57,246 @@ class Component(Protocol):
     async def stop(self) -> None: ...
 
 
-class SocketServer:
-    """The local API on the Unix socket."""
-
-    def __init__(
-        self,
-        settings: Settings,
-        providers: TokenProviders,
-        count: Callable[[str], None] = lambda via: None,
-        status: Callable[[], dict[str, Any]] | None = None,
-    ) -> None:
-        self._settings = settings
-        self._runner = web.AppRunner(
-            localapi.create_app(providers, providers.ready, count, status),
-            access_log=None,
-            handle_signals=False,
-            shutdown_timeout=settings.shutdown_grace,
-        )
-        self._inode: int | None = None
-
-    async def start(self) -> None:
-        sock = unixsocket.bind(self._settings.socket, self._settings.socket_mode)
-        self._inode = unixsocket.inode(self._settings.socket)
-        await self._runner.setup()
-        policy = peercred.Policy(self._settings.socket_allow_uid, self._settings.socket_allow_gid)
-        site = (
-            peercred.GuardedSockSite(self._runner, sock, policy)
-            if policy.active
-            else web.SockSite(self._runner, sock)
-        )
-        await site.start()
-
-    async def stop(self) -> None:
-        # Unlink first so that new clients fail fast instead of reaching a closing server.
-        if self._inode is not None:
-            unixsocket.remove(self._settings.socket, self._inode)
-        await self._runner.cleanup()
-
-
 class Listener:
     """A component listening on a TCP address the user chose: a failure to bind names the flag."""
 
     def __init__(self, component: Component, where: str, address: tuple[str, int]) -> None:
-        self._component = component
+        self.component = component
         self._where = where
         self._address = address
 
     async def start(self) -> None:
         try:
-            await self._component.start()
+            await self.component.start()
         except OSError as exc:
             raise bind_error(exc, self._where, *self._address) from None
 
     async def stop(self) -> None:
-        await self._component.stop()
+        await self.component.stop()
 
 
-def build_providers(
-    settings: Settings, exchanger: Exchanger, observers: Sequence[Observer] = ()
-) -> TokenProviders:
-    return TokenProviders(
+class Sidecar:
+    """What ``build`` composed, and its lifecycle: ``start``, ``stop``, or ``run`` until told to stop."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        session: aiohttp.ClientSession,
+        providers: TokenProviders,
+        file_sinks: Sequence[sinks.FileSink],
+        components: Sequence[Component],
+        *,
+        clock: Callable[[], float],
+        sleep: Sleep,
+        socket: SocketServer | None = None,
+        proxy: ProxyServer | None = None,
+    ) -> None:
+        self.settings = settings
+        self.session = session
+        self.providers = providers
+        self.file_sinks = list(file_sinks)
+        self.components = list(components)  # in the order they start
+        self.socket = socket
+        self.proxy = proxy
+        self._clock = clock
+        self._sleep = sleep
+        self._started: list[Component] = []
+
+    async def start(self) -> None:
+        """Start every server in order, then the providers' schedules. The socket comes last: its
+        file appearing is what scripts wait for, so by then the proxy listens too. Every listener
+        binds before the first exchange starts: a port already taken fails the start with one line,
+        with no exchange to cut short on the way out."""
+        for component in self.components:
+            await component.start()
+            self._started.append(component)
+        self.providers.start()
+
+    async def stop(self) -> None:
+        """Stop in reverse: on SIGTERM the socket goes first, then the proxy drains, and the metrics
+        port answers probes until the end; then the providers, then the HTTP session."""
+        try:
+            while self._started:
+                await self._started.pop().stop()
+            await self.providers.stop()
+        finally:
+            await self.session.close()
+
+    async def once(self) -> int:
+        """--once: one exchange per audience, the sinks written; the exit status."""
+        from . import oneshot
+
+        try:
+            return await oneshot.run(
+                self.providers,
+                self.file_sinks,
+                budget=self.settings.wait_timeout,
+                clock=self._clock,
+                sleep=self._sleep,
+            )
+        finally:
+            await self.session.close()
+
+    async def run(self, stop: asyncio.Event, listening: asyncio.Event | None = None) -> int:
+        """Serve until ``stop`` is set (``listening`` is set once everything listens); exit status 0."""
+        if self.settings.once:
+            return await self.once()
+        try:
+            await self.start()
+            log.info(
+                "serving",
+                extra={
+                    "socket": self.settings.socket,
+                    "identity": self.settings.identity,
+                    "audiences": list(self.settings.audiences),
+                },
+            )
+            if listening is not None:
+                listening.set()
+            await stop.wait()
+            log.info("stopping", extra={"grace": self.settings.shutdown_grace})
+        finally:
+            await self.stop()
+        log.info("stopped")
+        return 0
+
+
+def build(
+    settings: Settings,
+    *,
+    clock: Callable[[], float] = time.monotonic,
+    wall: Callable[[], float] = time.time,
+    sleep: Sleep = asyncio.sleep,
+    rng: random.Random | None = None,
+    registry: CollectorRegistry | None = None,
+    environ: Mapping[str, str] | None = None,
+    observers: Sequence[Observer] = (),
+    proxy_setting: str = PROXY_LISTEN_SETTING,
+) -> Sidecar:
+    """Compose the sidecar the settings describe; nothing starts. Call within a running event loop.
+
+    ``registry`` holds the metrics (a fresh one when --metrics-listen is set and it is None; none at
+    all otherwise); ``observers`` hear of every exchange besides the metrics and the sinks. Raises
+    ConfigError when the OIDC token source's inputs are missing.
+    """
+    env = os.environ if environ is None else environ
+    _require_id_token_inputs(settings, env)  # before anything is opened that would need closing
+    rng = rng or random.Random()
+    metrics = _metrics(settings, registry, wall)
+    file_sinks = sinks.from_settings(settings.token_files, settings.token_file_mode)
+    connector = aiohttp.TCPConnector(limit=16, ttl_dns_cache=60)
+    session = aiohttp.ClientSession(connector=connector, trust_env=True)
+    source = id_token_source(settings, session, env, wall)
+    board = StatusBoard(source.description, forward=metrics.id_token if metrics else None)
+    exchanger = Exchanger(
+        session,
+        settings.auth_url,
+        settings.identity,
+        source,
+        timeout=settings.exchange_timeout,
+        on_id_token=board.id_token,
+    )
+    heard: list[Observer] = [*([metrics] if metrics else []), *observers]
+    if not settings.once:
+        heard.extend(file_sinks)  # --once writes them itself, once, at the end
+    providers = TokenProviders(
         [
-            TokenProvider(audience, exchanger, wait_timeout=settings.wait_timeout, observers=observers)
+            TokenProvider(
+                audience,
+                exchanger,
+                clock=clock,
+                wall=wall,
+                sleep=sleep,
+                rng=random.Random(rng.getrandbits(64)),  # one stream per audience, from one seed
+                wait_timeout=settings.wait_timeout,
+                observers=heard,
+            )
             for audience in settings.audiences
         ]
     )
+    components: list[Component] = []
+    if metrics and settings.metrics_listen:
+        from .probes import MetricsServer
+
+        components.append(
+            MetricsServer(
+                settings.metrics_listen,
+                metrics.registry,
+                providers.ready,
+                shutdown_grace=settings.shutdown_grace,
+            )
+        )
+    proxy = None
+    if settings.proxy_listen is not None:
+        from .proxy import Limits, ProxyServer
+
+        proxy = ProxyServer(
+            settings.api_url,
+            providers,
+            listen=settings.proxy_listen,
+            upstream_ca=settings.upstream_ca,
+            limits=Limits(
+                upstream_timeout=settings.proxy_timeout, max_connections=settings.proxy_max_connections
+            ),
+            grace=settings.shutdown_grace,
+            allow_remote=settings.proxy_allow_remote,
+            observer=metrics.proxy if metrics else None,
+            clock=clock,
+        )
+        components.append(Listener(proxy, proxy_setting, settings.proxy_listen))
+    socket = SocketServer(
+        settings,
+        providers,
+        providers.ready,
+        metrics.count if metrics else _uncounted,
+        lambda: board.document(providers.statuses()),
+    )
+    components.append(socket)
+    return Sidecar(
+        settings,
+        session,
+        providers,
+        file_sinks,
+        components,
+        clock=clock,
+        sleep=sleep,
+        socket=socket,
+        proxy=proxy,
+    )
+
+
+def id_token_source(
+    settings: Settings,
+    session: aiohttp.ClientSession,
+    environ: Mapping[str, str] | None = None,
+    wall: Callable[[], float] = time.time,
+) -> idtoken.IdTokenSource:
+    """The OIDC token source the settings name; raises ConfigError when its inputs are missing."""
+    env = os.environ if environ is None else environ
+    _require_id_token_inputs(settings, env)
+    if settings.id_token_source == "env":
+        assert settings.id_token_env is not None  # config._check guarantees it
+        return idtoken.EnvSource(settings.id_token_env, env, wall)
+    if settings.id_token_source == "github-actions":
+        return idtoken.GitHubActionsSource(
+            session,
+            env["ACTIONS_ID_TOKEN_REQUEST_URL"],
+            env["ACTIONS_ID_TOKEN_REQUEST_TOKEN"],
+            settings.id_token_audience or settings.auth_url,
+            timeout=settings.exchange_timeout,
+            wall=wall,
+        )
+    return idtoken.FileSource(settings.id_token_file, wall)
+
+
+def _require_id_token_inputs(settings: Settings, env: Mapping[str, str]) -> None:
+    if settings.id_token_source == "github-actions" and not (
+        env.get("ACTIONS_ID_TOKEN_REQUEST_URL") and env.get("ACTIONS_ID_TOKEN_REQUEST_TOKEN")
+    ):
+        raise ConfigError(
+            "--id-token-source github-actions needs ACTIONS_ID_TOKEN_REQUEST_URL and "
+            "ACTIONS_ID_TOKEN_REQUEST_TOKEN; give the job `permissions: id-token: write`"
+        )
 
 
 async def serve(
@@ -130,90 +316,20 @@ async def serve(
     failure to bind the proxy names (``tokenrelay dev`` has a flag of its own).
     """
     stop = stop or asyncio.Event()
-    metrics = _metrics(settings, registry)
-    observers: list[Observer] = [metrics] if metrics else []
-    file_sinks = sinks.from_settings(settings.token_files, settings.token_file_mode)
-    connector = aiohttp.TCPConnector(limit=16, ttl_dns_cache=60)
-    async with aiohttp.ClientSession(connector=connector, trust_env=True) as session:
-        id_tokens = idtoken.from_settings(settings, session, environ)
-        board = StatusBoard(id_tokens.description, forward=metrics.id_token if metrics else None)
-        exchanger = Exchanger(
-            session,
-            settings.auth_url,
-            settings.identity,
-            id_tokens,
-            timeout=settings.exchange_timeout,
-            on_id_token=board.id_token,
-        )
-        if settings.once:
-            providers = build_providers(settings, exchanger, observers)
-            return await oneshot.run(providers, file_sinks, budget=settings.wait_timeout)
-        providers = build_providers(settings, exchanger, [*observers, *file_sinks])
-        # Started in this order and stopped in reverse. The socket comes last: its file appearing
-        # is what scripts wait for, so by then the proxy listens too; on SIGTERM it goes first,
-        # then the proxy drains, and the metrics port answers probes until the end.
-        components: list[Component] = []
-        if metrics and settings.metrics_listen:
-            from .metrics import MetricsServer
-
-            components.append(
-                MetricsServer(
-                    settings.metrics_listen,
-                    metrics.registry,
-                    providers.ready,
-                    shutdown_grace=settings.shutdown_grace,
-                )
-            )
-        if settings.proxy_listen is not None:
-            from .proxy import ProxyServer
-
-            components.append(
-                Listener(
-                    ProxyServer.from_settings(settings, providers, metrics.proxy if metrics else None),
-                    proxy_setting,
-                    settings.proxy_listen,
-                )
-            )
-        components.append(
-            SocketServer(
-                settings,
-                providers,
-                metrics.count if metrics else _uncounted,
-                lambda: board.document(providers.statuses()),
-            )
-        )
-        started: list[Component] = []
-        loop = asyncio.get_running_loop()
-        _install_signals(loop, stop, Reloader(settings, reload, providers, file_sinks))
-        try:
-            # Every listener binds before the first exchange starts: a port already taken then
-            # fails the start with one line, with no exchange to cut short on the way out.
-            for component in components:
-                await component.start()
-                started.append(component)
-            providers.start()
-            log.info(
-                "serving",
-                extra={
-                    "socket": settings.socket,
-                    "identity": settings.identity,
-                    "audiences": list(settings.audiences),
-                },
-            )
-            if listening is not None:
-                listening.set()
-            await stop.wait()
-            log.info("stopping", extra={"grace": settings.shutdown_grace})
-        finally:
-            for component in reversed(started):
-                await component.stop()
-            await providers.stop()
-            _remove_signals(loop)
-    log.info("stopped")
-    return 0
+    sidecar = build(settings, registry=registry, environ=environ, proxy_setting=proxy_setting)
+    if settings.once:
+        return await sidecar.once()
+    loop = asyncio.get_running_loop()
+    _install_signals(loop, stop, Reloader(settings, reload, sidecar.providers, sidecar.file_sinks))
+    try:
+        return await sidecar.run(stop, listening)
+    finally:
+        _remove_signals(loop)
 
 
-def _metrics(settings: Settings, registry: CollectorRegistry | None) -> Metrics | None:
+def _metrics(
+    settings: Settings, registry: CollectorRegistry | None, wall: Callable[[], float]
+) -> Metrics | None:
     """Metrics only when someone can read them: prometheus-client costs 1 MiB of idle RSS."""
     if settings.metrics_listen is None and registry is None:
         return None
@@ -221,7 +337,7 @@ def _metrics(settings: Settings, registry: CollectorRegistry | None) -> Metrics 
 
     from .metrics import Metrics
 
-    return Metrics(registry or CollectorRegistry(), settings.audiences)
+    return Metrics(registry or CollectorRegistry(), settings.audiences, wall=wall)
 
 
 def _uncounted(via: str) -> None:

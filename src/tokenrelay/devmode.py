@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from .config import Settings
 from .listening import bind_error
-from .loopback import is_loopback
+from .loopback import is_loopback, parse_hostport
 
 if TYPE_CHECKING:
     from .emulator import Emulator
@@ -34,13 +34,13 @@ DEFAULT_PROXY = "127.0.0.1:8080"
 
 
 def _hostport(text: str) -> tuple[str, int]:
-    host, sep, port = text.rpartition(":")
-    host = host.strip("[]")
-    if not sep or not host or not port.isdigit() or int(port) > 65535:
-        raise argparse.ArgumentTypeError(f"{text!r} is not HOST:PORT, e.g. {DEFAULT_PROXY}")
+    try:
+        host, port = parse_hostport(text, DEFAULT_PROXY)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
     if not is_loopback(host):
         raise argparse.ArgumentTypeError(f"{host} is not a loopback address; tokenrelay dev stays local")
-    return host, int(port)
+    return host, port
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -9,6 +9,7 @@ import aiohttp
 
 from . import sts
 from .idtoken import IdTokenSource
+from .names import DEFAULT_EXCHANGE_TIMEOUT
 from .sts import Issued
 
 
@@ -20,7 +21,7 @@ class Exchanger:
     auth_url: str
     identity: str
     id_tokens: IdTokenSource
-    timeout: float = 10.0
+    timeout: float = DEFAULT_EXCHANGE_TIMEOUT
     # Told the OIDC token's expiry (Unix time, None when not a JWT) at every read, for metrics.
     on_id_token: Callable[[float | None], None] | None = field(default=None, repr=False)
 

@@ -3,7 +3,8 @@
 Every source is read afresh at every exchange: kubelet rotates a projected token file at 80% of its
 life by swapping a symlink, and GitHub's tokens are short-lived, so a cached copy goes stale.
 A token that is missing, empty or (when it is a JWT) already expired is refused before any request
-carries it, by ``oidctoken``'s checks, which the credential helpers share.
+carries it, by ``oidctoken``'s checks, which the credential helpers share. The sources take plain arguments:
+``daemon.build`` chooses and builds the one the settings name.
 """
 
 from __future__ import annotations
@@ -17,12 +18,12 @@ from typing import Protocol
 
 import aiohttp
 
-from .config import Settings
-from .errors import ConfigError, IdTokenError
+from .errors import IdTokenError
+from .names import where
 from .oidctoken import MAX_ID_TOKEN_BYTES, read_id_token_file
 from .oidctoken import checked as checked_token
 
-FILE_SETTING = "--id-token-file (env TOKENRELAY_ID_TOKEN_FILE)"
+FILE_SETTING = where("id_token_file")
 # {"count": ..., "value": "<token>"}: an OIDC token is at most 64 KiB (MAX_ID_TOKEN_BYTES).
 MAX_GITHUB_ANSWER_BYTES = 2 * MAX_ID_TOKEN_BYTES
 
@@ -131,29 +132,3 @@ async def _read_capped(response: aiohttp.ClientResponse, limit: int) -> bytes:
             raise too_big
         chunks.append(chunk)
     return b"".join(chunks)
-
-
-def from_settings(
-    settings: Settings, session: aiohttp.ClientSession, environ: Mapping[str, str] | None = None
-) -> IdTokenSource:
-    """The source the settings name; raises ConfigError when its inputs are missing."""
-    env = os.environ if environ is None else environ
-    if settings.id_token_source == "env":
-        assert settings.id_token_env is not None  # config._check guarantees it
-        return EnvSource(settings.id_token_env, env)
-    if settings.id_token_source == "github-actions":
-        url = env.get("ACTIONS_ID_TOKEN_REQUEST_URL")
-        token = env.get("ACTIONS_ID_TOKEN_REQUEST_TOKEN")
-        if not url or not token:
-            raise ConfigError(
-                "--id-token-source github-actions needs ACTIONS_ID_TOKEN_REQUEST_URL and "
-                "ACTIONS_ID_TOKEN_REQUEST_TOKEN; give the job `permissions: id-token: write`"
-            )
-        return GitHubActionsSource(
-            session,
-            url,
-            token,
-            settings.id_token_audience or settings.auth_url,
-            timeout=settings.exchange_timeout,
-        )
-    return FileSource(settings.id_token_file)

@@ -1,14 +1,15 @@
 """Read a JWT's claims without verifying it.
 
 tokenrelay is a client of the token service: it never needs to trust a token's signature, only to
-know when the token expires. Standard library only, so the credential helpers can use it too.
+know when the token expires. Standard library only, and no ``json`` import (``litejson``), so
+the credential helpers can use it too.
 """
 
 from __future__ import annotations
 
-import base64
 import binascii
-import json
+
+from .litejson import loads
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the git helper's start-up
 if TYPE_CHECKING:
@@ -22,8 +23,9 @@ def unverified_claims(token: str) -> dict[str, Any] | None:
         return None
     payload = parts[1]
     try:
-        raw = base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4))
-        claims = json.loads(raw)
+        # base64.urlsafe_b64decode, without importing base64 (which imports re)
+        raw = binascii.a2b_base64(payload.replace("-", "+").replace("_", "/") + "=" * (-len(payload) % 4))
+        claims = loads(raw)
     except (binascii.Error, ValueError, UnicodeDecodeError):
         return None
     return claims if isinstance(claims, dict) else None

@@ -1,4 +1,5 @@
-"""The local API on the Unix socket: the current token, the sidecar's status, liveness and readiness.
+"""The local API served over the Unix socket: the current token, the sidecar's status, liveness and
+readiness (``probes``), and ``SocketServer``, the daemon Component that serves it.
 
 ``GET /v1/token[?audience=AUD]`` answers ``{"token", "expireTime", "audience"}`` (or the bare token
 with ``Accept: text/plain``); refusals are AIP-193 bodies like the upstream's, so one client code
@@ -9,17 +10,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from . import aip193
+from . import aip193, probes, unixsocket
 from .aip193 import Code
 from .errors import TokenUnavailable, UnknownAudience
 from .token import Token, TokenSource
 
+if TYPE_CHECKING:
+    from .config import Settings
+
 TOKENS = web.AppKey("tokens", TokenSource)
-READY: web.AppKey[Callable[[], str | None]] = web.AppKey("ready")
 COUNT: web.AppKey[Callable[[str], None]] = web.AppKey("count")
 BODIES: web.AppKey[EncodedTokens] = web.AppKey("bodies")
 STATUS: web.AppKey[Callable[[], dict[str, Any]]] = web.AppKey("status")
@@ -45,14 +48,14 @@ async def get_token(request: web.Request) -> web.Response:
     app[COUNT]("socket")
     # Parsing the query costs a tenth of a request: skip it when there is none.
     audience = (request.query_string and request.query.get("audience")) or tokens.audiences[0]
-    token = tokens.fresh(audience)
+    token = tokens.current(audience)
     if token is None:
         try:
             token = await tokens.get(audience)
         except UnknownAudience as exc:
-            return error_response(404, exc.code, exc.message, exc.reason)
+            return error_response(404, Code.NOT_FOUND, exc.message, "AUDIENCE_NOT_CONFIGURED")
         except TokenUnavailable as exc:
-            return error_response(503, exc.code, exc.message, exc.reason)
+            return error_response(503, Code.UNAVAILABLE, exc.message, "TOKEN_UNAVAILABLE")
     if _wants_text(request.headers.get("Accept", "")):
         return web.Response(body=token.value.encode(), headers=_TEXT_HEADERS)
     return web.Response(body=app[BODIES].body(token), headers=_JSON_HEADERS)
@@ -74,31 +77,14 @@ class EncodedTokens:
         return encoded
 
 
-def _wants_text(accept: str) -> bool:
-    """True when the client asked for text/plain rather than JSON."""
-    return "text/plain" in accept and "application/json" not in accept
-
-
-async def healthz(request: web.Request) -> web.Response:
-    return web.json_response({"status": "serving"})
-
-
-async def readyz(request: web.Request) -> web.Response:
-    reason = request.app[READY]()
-    if reason is None:
-        return web.json_response({"status": "ready"})
-    return error_response(503, Code.UNAVAILABLE, f"not ready: {reason}", "NOT_READY")
-
-
 async def get_status(request: web.Request) -> web.Response:
     """The sidecar's state (see ``status``): fingerprints and times, never a token."""
     return web.json_response(request.app[STATUS](), headers=_NO_STORE)
 
 
-def health_routes(app: web.Application) -> None:
-    """/healthz and /readyz, shared with the metrics port."""
-    app.router.add_get("/healthz", healthz)
-    app.router.add_get("/readyz", readyz)
+def _wants_text(accept: str) -> bool:
+    """True when the client asked for text/plain rather than JSON."""
+    return "text/plain" in accept and "application/json" not in accept
 
 
 def create_app(
@@ -109,12 +95,52 @@ def create_app(
 ) -> web.Application:
     app = web.Application()
     app[TOKENS] = tokens
-    app[READY] = ready
     app[COUNT] = count
     app[BODIES] = EncodedTokens()
     app.router.add_get("/v1/token", get_token)
     if status is not None:
         app[STATUS] = status
         app.router.add_get("/v1/status", get_status)
-    health_routes(app)
+    probes.health_routes(app, ready)
     return app
+
+
+class SocketServer:
+    """The local API on the Unix socket: a daemon Component in front of any TokenSource."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        tokens: TokenSource,
+        ready: Callable[[], str | None],
+        count: Callable[[str], None] = lambda via: None,
+        status: Callable[[], dict[str, Any]] | None = None,
+    ) -> None:
+        self._settings = settings
+        self._runner = web.AppRunner(
+            create_app(tokens, ready, count, status),
+            access_log=None,
+            handle_signals=False,
+            shutdown_timeout=settings.shutdown_grace,
+        )
+        self._inode: int | None = None
+
+    async def start(self) -> None:
+        sock = unixsocket.bind(self._settings.socket, self._settings.socket_mode)
+        self._inode = unixsocket.inode(self._settings.socket)
+        await self._runner.setup()
+        site: web.BaseSite
+        if self._settings.socket_allow_uid or self._settings.socket_allow_gid:
+            from . import peercred  # only with --socket-allow-uid/gid: idle memory is the budget
+
+            policy = peercred.Policy(self._settings.socket_allow_uid, self._settings.socket_allow_gid)
+            site = peercred.GuardedSockSite(self._runner, sock, policy)
+        else:
+            site = web.SockSite(self._runner, sock)
+        await site.start()
+
+    async def stop(self) -> None:
+        # Unlink first so that new clients fail fast instead of reaching a closing server.
+        if self._inode is not None:
+            unixsocket.remove(self._settings.socket, self._inode)
+        await self._runner.cleanup()

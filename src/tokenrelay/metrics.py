@@ -1,12 +1,9 @@
-"""Prometheus metrics, and the TCP server that exposes them with /healthz and /readyz.
+"""Prometheus metrics: the collectors only (``probes`` serves them on the metrics port).
 
 Everything lives on a ``CollectorRegistry`` the caller passes in, never the process-wide default, so
 two daemons in one process (the tests, ``tokenrelay dev``) keep their figures apart. ``Metrics`` is a
 provider ``Observer`` (exchanges and failures) and offers the other hooks the daemon wires: the OIDC
 token's expiry (``id_token``), requests for a token (``count``) and the proxy's ``ProxyMetrics``.
-
-The metrics port never serves a token: only /metrics, /healthz and /readyz are routed on it, because
-unlike the socket it is reachable from the pod network (probes need it).
 """
 
 from __future__ import annotations
@@ -15,14 +12,10 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 
-from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.exposition import choose_encoder
 
-from . import localapi
 from ._version import __version__
 from .errors import TokenRelayError
-from .listening import bind_error
 from .sts import Issued
 from .token import Token
 
@@ -178,60 +171,3 @@ class Metrics:
         if child is None:  # on the request path: resolve the labelled child once per ``via``
             child = self._by_via[via] = self._token_requests.labels(via=via)
         child.inc()
-
-
-METRICS_REGISTRY: web.AppKey[CollectorRegistry] = web.AppKey("metrics_registry")
-
-
-async def serve_metrics(request: web.Request) -> web.Response:
-    encode, content_type = choose_encoder(request.headers.get("Accept", ""))
-    body = encode(request.app[METRICS_REGISTRY])
-    # content_type carries its own charset parameter, which web.Response's content_type= refuses
-    return web.Response(body=body, headers={"Content-Type": content_type, "Cache-Control": "no-store"})
-
-
-def create_app(registry: CollectorRegistry, ready: Callable[[], str | None]) -> web.Application:
-    """/metrics, /healthz and /readyz; deliberately no /v1/token."""
-    app = web.Application()
-    app[METRICS_REGISTRY] = registry
-    app[localapi.READY] = ready
-    app.router.add_get("/metrics", serve_metrics)
-    localapi.health_routes(app)
-    return app
-
-
-class MetricsServer:
-    """The daemon Component serving ``create_app`` on --metrics-listen."""
-
-    def __init__(
-        self,
-        listen: tuple[str, int],
-        registry: CollectorRegistry,
-        ready: Callable[[], str | None],
-        *,
-        shutdown_grace: float = 10.0,
-    ) -> None:
-        self._host, self._port = listen
-        self._runner = web.AppRunner(
-            create_app(registry, ready),
-            access_log=None,
-            handle_signals=False,
-            shutdown_timeout=shutdown_grace,
-        )
-        self.port: int | None = None  # the bound port, once started (useful with port 0)
-
-    async def start(self) -> None:
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self._host, self._port)
-        try:
-            await site.start()
-        except OSError as exc:
-            await self._runner.cleanup()
-            raise bind_error(
-                exc, "--metrics-listen (env TOKENRELAY_METRICS_LISTEN)", self._host, self._port
-            ) from None
-        self.port = int(self._runner.addresses[0][1])
-        log.info("metrics serving", extra={"listen": f"{self._host}:{self.port}"})
-
-    async def stop(self) -> None:
-        await self._runner.cleanup()

@@ -13,7 +13,7 @@ import asyncio
 import logging
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TextIO
 
 from .errors import ExchangeError, TokenRelayError, TokenUnavailable
@@ -33,6 +33,7 @@ async def run(
     *,
     budget: float = 10.0,
     clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
 ) -> int:
     """Get a token for every audience (retrying within ``budget`` seconds) and write the sinks;
     the process exit status."""
@@ -41,7 +42,7 @@ async def run(
     # Wait for every audience, failures included: returning at the first failure would let the
     # other exchanges' log lines follow the one line that is meant to be the last word.
     results = await asyncio.gather(
-        *(_get(providers.provider(audience), deadline, clock) for audience in providers.audiences),
+        *(_get(providers.provider(audience), deadline, clock, sleep) for audience in providers.audiences),
         return_exceptions=True,
     )
     tokens: list[Token] = []
@@ -70,13 +71,20 @@ async def run(
     return 0
 
 
-async def _get(provider: TokenProvider, deadline: float, clock: Callable[[], float]) -> Token:
+async def _get(
+    provider: TokenProvider,
+    deadline: float,
+    clock: Callable[[], float],
+    sleep: Callable[[float], Awaitable[None]],
+) -> Token:
     while True:
         try:
             return await provider.get()
         except TokenUnavailable:
             error = provider.last_error
             wait = provider.retry_in()
-            if not isinstance(error, ExchangeError) or not error.transient or clock() + wait >= deadline:
+            # Only the token service's failures are waited out, and only those its answer marks
+            # retryable (stsanswer decides); a missing OIDC token or a refusal fails at once.
+            if not isinstance(error, ExchangeError) or not error.retryable or clock() + wait >= deadline:
                 raise
-            await asyncio.sleep(wait)
+            await sleep(wait)

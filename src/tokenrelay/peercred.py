@@ -30,6 +30,7 @@ from aiohttp import web
 
 from . import aip193
 from .aip193 import Code
+from .names import where
 
 log = logging.getLogger("tokenrelay.peercred")
 
@@ -109,8 +110,7 @@ def _refusal_bytes() -> bytes:
     body = aip193.encode(
         Code.PERMISSION_DENIED,
         "this user may not use the tokenrelay socket: its uid and groups are not in "
-        "--socket-allow-uid (env TOKENRELAY_SOCKET_ALLOW_UID) or --socket-allow-gid "
-        "(env TOKENRELAY_SOCKET_ALLOW_GID)",
+        f"{where('socket_allow_uid')} or {where('socket_allow_gid')}",
         "PEER_NOT_ALLOWED",
     )
     head = (

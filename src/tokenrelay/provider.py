@@ -27,20 +27,20 @@ from typing import Protocol
 from .backoff import Backoff
 from .errors import TokenRelayError, TokenUnavailable, UnknownAudience
 from .jwtclaims import numeric_claim, unverified_claims
+from .lifetime import JITTER, REFRESH_FRACTION, lifetime_of
+from .names import DEFAULT_WAIT_TIMEOUT, env, flag
 from .sts import Issued
 from .timestamps import format_timestamp
-from .token import MIN_USEFUL_SECONDS, READY_SECONDS, Token, TokenState
+from .token import READY_SECONDS, Token, TokenState
 
 log = logging.getLogger("tokenrelay.provider")
 
-DEFAULT_LIFETIME = 3600.0  # the upstream's documented lifetime, used only when the token says nothing
 MIN_LIFETIME = 1.0  # a token with less life than this is refused as already expired
-REFRESH_FRACTION = 0.5
-JITTER = 0.1
 # While a valid token is held, retries spread over this fraction of its remaining life.
 RETRY_SPREAD = 0.5
 
 DEFAULT_BACKOFF = Backoff(base=1.0, cap=30.0)
+NOT_RETRYABLE_STEPS = 31  # past any backoff's doubling: its ceiling is its cap
 
 Fetch = Callable[[str], Awaitable[Issued]]
 Sleep = Callable[[float], Awaitable[None]]
@@ -81,7 +81,7 @@ class TokenProvider:
         sleep: Sleep = asyncio.sleep,
         rng: random.Random | None = None,
         backoff: Backoff = DEFAULT_BACKOFF,
-        wait_timeout: float = 10.0,
+        wait_timeout: float = DEFAULT_WAIT_TIMEOUT,
         observers: Sequence[Observer] = (),
     ) -> None:
         self.audience = audience
@@ -115,25 +115,28 @@ class TokenProvider:
             self.audience, self._token, error, self._failures, last_wall, last_ok, self.retry_in(), due
         )
 
-    def fresh(self) -> Token | None:
-        """The token if it is before its refresh point (nothing to start, nothing to await)."""
+    def current(self) -> Token | None:
+        """The token while it may be handed out, starting its refresh when it is stale; None when
+        no valid token is held. Never awaits."""
         token = self._token
-        if token is not None and token.state(self._clock()) is TokenState.FRESH:
+        if token is None:
+            return None
+        now = self._clock()
+        state = token.state(now)
+        if state is TokenState.FRESH:
+            return token
+        if state is TokenState.STALE:
+            if self._task is None and now >= self._next_attempt:
+                self._start()
             return token
         return None
 
     async def get(self) -> Token:
         """The current token; starts a refresh when it is stale; waits only when none is valid."""
-        now = self._clock()
-        token = self._token
+        token = self.current()
         if token is not None:
-            state = token.state(now)
-            if state is TokenState.FRESH:
-                return token
-            if state is TokenState.STALE:
-                if self._task is None and now >= self._next_attempt:
-                    self._start()
-                return token
+            return token
+        now = self._clock()
         task = self._task
         if task is None:
             if now < self._next_attempt and self._error is not None:
@@ -170,6 +173,11 @@ class TokenProvider:
         self._next_attempt = 0.0
         if self._task is None:
             self._start()
+
+    @property
+    def exchanging(self) -> bool:
+        """True while an exchange is under way."""
+        return self._task is not None
 
     @property
     def last_error(self) -> TokenRelayError | None:
@@ -300,7 +308,7 @@ class TokenProvider:
         self._error = error
         self._failures += 1
         self._last_exchange = (self._wall(), False)
-        retry_after = getattr(error, "retry_after", None)
+        retry_after = error.retry_after
         now = self._clock()
         held = self._token
         window = 0.0
@@ -311,9 +319,12 @@ class TokenProvider:
             # Spreading over half the remaining life keeps the load after recovery under 3x the
             # steady rate (bench/herd.py, docs/scale.md) and still leaves about fifteen tries
             # before expiry; near expiry the exponential backoff takes over again.
-            usable = held.remaining(now) - min(MIN_USEFUL_SECONDS, held.lifetime / 10)
+            usable = held.remaining(now) - held.margin
             window = RETRY_SPREAD * held.remaining(now)
-        delay = self._backoff.delay(self._failures, self._rng, retry_after, window)
+        # A refusal that waits for someone to change a configuration (not retryable) is retried at
+        # the backoff's ceiling from the start: no burst of exchanges while nothing can change.
+        steps = self._failures if error.retryable else max(self._failures, NOT_RETRYABLE_STEPS)
+        delay = self._backoff.delay(steps, self._rng, retry_after, window)
         if usable > 0 and retry_after is None:
             delay = min(delay, usable)  # one more try while the token is still good, backoff or not
         self._next_attempt = now + delay
@@ -350,24 +361,13 @@ class TokenProvider:
     def _token_from(self, issued: Issued, received: float) -> Token:
         """Work out the new token's life from the token itself, then schedule its refresh."""
         wall_now = self._wall()
-        claims = unverified_claims(issued.token)
-        exp = numeric_claim(claims, "exp") if claims else None
-        iat = numeric_claim(claims, "iat") if claims else None
-        if exp is not None:
-            # Measure the remaining life on the issuer's own clock (its Date header, else the
-            # token's iat), so that a skew between us and it changes nothing.
-            issuer_now = issued.server_time or iat or wall_now
-            lifetime = exp - issuer_now
-            if iat is not None:
-                lifetime = min(lifetime, exp - iat)
-            expire_wall = wall_now + lifetime
-        elif issued.expiry is not None:
-            lifetime = issued.expiry - (issued.server_time or wall_now)
-            expire_wall = wall_now + lifetime
-        else:
-            lifetime = DEFAULT_LIFETIME
-            expire_wall = wall_now + lifetime
+        # Measured on the issuer's own clock (its Date header, else the token's iat), so that a skew
+        # between us and it changes nothing.
+        lifetime = lifetime_of(issued.token, issued.expiry, wall_now, issued.server_time)
+        expire_wall = wall_now + lifetime
         if lifetime <= MIN_LIFETIME:
+            claims = unverified_claims(issued.token)
+            exp = numeric_claim(claims, "exp") if claims else None
             when = format_timestamp(exp if exp is not None else expire_wall)
             raise TokenRelayError(
                 f"token service returned a token for audience {self.audience} that expires at "
@@ -410,12 +410,12 @@ class TokenProviders:
         except KeyError:
             raise UnknownAudience(
                 f"audience {audience!r} is not configured; start tokenrelay run with "
-                f"--audience {audience} (env TOKENRELAY_AUDIENCE) to keep a token for it"
+                f"{flag('audience')} {audience} (env {env('audience')}) to keep a token for it"
             ) from None
 
-    def fresh(self, audience: str) -> Token | None:
+    def current(self, audience: str) -> Token | None:
         provider = self._providers.get(audience)
-        return provider.fresh() if provider is not None else None
+        return provider.current() if provider is not None else None
 
     async def get(self, audience: str) -> Token:
         return await self.provider(audience).get()

@@ -1,21 +1,18 @@
 """``--token-file``: the token written to a file on every refresh, for tools that only read files.
 
-Each write is atomic: the token goes to a temporary file in the same directory, is fsynced, renamed
-over the target, and the directory is fsynced. A reader therefore sees the old token or the new one,
-never an empty or half-written file, even across a crash. The file holds the bare token, no newline
+Each write is atomic (``files.write_atomic``): a reader sees the old token or the new one, never an
+empty or half-written file, even across a crash. The file holds the bare token, no newline
 (like a projected service-account token), with mode --token-file-mode set on every write.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from .errors import TokenRelayError
+from . import files
+from .errors import SinkError, TokenRelayError
 from .parentdirs import make_parents
 from .sts import Issued
 from .token import Token
@@ -23,44 +20,11 @@ from .token import Token
 log = logging.getLogger("tokenrelay.sinks")
 
 
-class SinkError(TokenRelayError):
-    """A token file could not be written; the message names the file and the cause."""
-
-
 def write_atomic(path: Path, data: bytes, mode: int) -> None:
-    """Replace ``path`` with ``data`` so that no reader ever sees a partial file."""
-    directory = path.parent
-    make_parents(directory, mode)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
-    tmp = Path(tmp_name)
-    try:
-        # fchmod, not the umask: the mode must hold even when the file existed with another one.
-        os.fchmod(fd, mode)
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-        os.close(fd)
-        fd = -1
-        tmp.replace(path)
-    except BaseException:
-        if fd >= 0:
-            os.close(fd)
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
-    _fsync_dir(directory)
-
-
-def _fsync_dir(directory: Path) -> None:
-    # Makes the rename itself durable. Some filesystems (FUSE, some network ones) refuse to fsync a
-    # directory; the rename has happened all the same, so that is not worth failing a refresh for.
-    with contextlib.suppress(OSError):
-        dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+    """``files.write_atomic``, its missing parents made first with a mode no wider than ``mode``
+    lets through (never the umask's: another user must not replace the token file)."""
+    make_parents(path.parent, mode)
+    files.write_atomic(path, data, mode)
 
 
 class FileSink:

@@ -13,10 +13,11 @@ from dataclasses import dataclass, field
 import aiohttp
 
 from .errors import ExchangeError, ExchangeTimeout
+from .names import where
 from .redact import scrub
 from .stsanswer import MAX_ANSWER_BYTES, http_date, oversized, refusal, token_from
 
-AUTH_URL_SETTING = "--auth-url (env TOKENRELAY_AUTH_URL)"
+AUTH_URL_SETTING = where("auth_url")
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,8 +66,7 @@ async def exchange(
                 )
     except TimeoutError:
         raise ExchangeTimeout(
-            f"token service at {url} did not answer within {timeout:g}s "
-            "(--exchange-timeout, env TOKENRELAY_EXCHANGE_TIMEOUT)"
+            f"token service at {url} did not answer within {timeout:g}s ({where('exchange_timeout')})"
         ) from None
     except aiohttp.ClientError as exc:
         raise ExchangeError(f"cannot reach the token service at {url}: {scrub(str(exc))}") from None

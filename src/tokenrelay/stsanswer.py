@@ -26,8 +26,16 @@ if TYPE_CHECKING:
     from typing import Any
 
 MAX_ANSWER_BYTES = 1 << 20
-# Statuses after which trying again cannot help until someone changes a configuration.
-_PERMANENT_CODES = {aip193.Code.INVALID_ARGUMENT, aip193.Code.NOT_FOUND}
+
+
+def retryable(status: int) -> bool:
+    """Whether trying again later may help after an answer with ``status``: the one predicate.
+
+    A 5xx or a 429 is a failure of the moment; any other refusal (a 400, a 401, a 403, whatever its
+    AIP-193 code) waits for someone to change a configuration. Failures with no answer at all
+    (unreachable, timed out, garbled) are retryable too: ExchangeError's default.
+    """
+    return status >= 500 or status == 429
 
 
 def token_from(raw: bytes, url: str) -> tuple[str, float | None]:
@@ -74,7 +82,7 @@ def refusal(
         return ExchangeError(
             f"token service refused the exchange for audience {audience}: HTTP {status}",
             status=status,
-            retryable=status >= 500 or status == 429,
+            retryable=retryable(status),
             retry_after=delay,
         )
     code, message, reason = parsed
@@ -87,7 +95,7 @@ def refusal(
         status=status,
         code=code,
         reason=reason,
-        retryable=code not in _PERMANENT_CODES,
+        retryable=retryable(status),
         retry_after=delay,
     )
 

@@ -3,7 +3,9 @@
 ``FakeClock`` drives a TokenProvider's schedule deterministically: pass ``clock=fake``,
 ``wall=fake.wall`` and ``sleep=fake.sleep``, then ``tick()``. ``FakeTokenService`` is a real aiohttp
 application speaking the token exchange, issuing JWTs ``t1``, ``t2``, … (their ``jti``), counting
-calls, and failing, hanging or answering garbage on demand.
+calls, and failing, hanging or answering garbage on demand; ``ThreadedServer`` serves any aiohttp
+application on loopback from a thread of its own, for blocking clients. ``StaticTokenSource`` is a TokenSource
+that always holds one long-lived token, for putting the local API or the proxy in front of it.
 """
 
 from __future__ import annotations
@@ -11,14 +13,18 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
-
-from aiohttp import web
+from typing import TYPE_CHECKING, Any
 
 from . import aip193
+from .errors import UnknownAudience
+from .token import Token
+
+if TYPE_CHECKING:
+    from aiohttp import web
 
 
 class FakeClock:
@@ -61,6 +67,21 @@ class FakeClock:
             if not future.done():
                 future.set_result(None)
 
+    async def settle(
+        self, sleepers: int, *, busy: Callable[[], bool] = lambda: False, timeout: float = 10.0
+    ) -> None:
+        """Let the event loop run (real time, bounded by ``timeout``) until at least ``sleepers``
+        sleep() calls wait on this clock and ``busy()`` is False: every background loop (a provider's
+        schedule, say) has done what the last tick woke it for and is parked again."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        quiet = 0
+        while quiet < 2:  # twice in a row: a wake-up may be queued behind the first look
+            quiet = quiet + 1 if self.sleeping >= sleepers and not busy() else 0
+            if loop.time() > deadline:
+                raise AssertionError(f"the fake clock's sleepers did not settle within {timeout:g}s")
+            await asyncio.sleep(0.001)
+
     async def advance(self, seconds: float, step: float = 1.0) -> None:
         """tick() in steps, letting the event loop run between them."""
         remaining = seconds
@@ -72,6 +93,41 @@ class FakeClock:
                 await asyncio.sleep(0)
 
 
+class StaticTokenSource:
+    """A TokenSource that always holds one long-lived token for one audience, and is always ready."""
+
+    def __init__(self, audience: str = "https://api.example", value: str | None = None) -> None:
+        self.audience = audience
+        self.token = Token(
+            value=value or make_jwt({"jti": "static", "aud": audience, "exp": 4_000_000_000}),
+            audience=audience,
+            received_at=0.0,
+            lifetime=1e9,
+            refresh_at=1e9,
+            expire_wall=4_000_000_000.0,
+        )
+        self.rejected = 0  # how many times ``reject`` was called
+
+    @property
+    def audiences(self) -> tuple[str, ...]:
+        return (self.audience,)
+
+    def current(self, audience: str) -> Token | None:
+        return self.token if audience == self.audience else None
+
+    async def get(self, audience: str) -> Token:
+        if audience != self.audience:
+            raise UnknownAudience(f"audience {audience!r} is not configured")
+        return self.token
+
+    async def reject(self, audience: str, token: Token) -> Token:
+        self.rejected += 1
+        return await self.get(audience)
+
+    def ready(self) -> str | None:
+        return None
+
+
 def _b64(data: dict[str, Any]) -> str:
     return base64.urlsafe_b64encode(json.dumps(data).encode()).rstrip(b"=").decode()
 
@@ -81,7 +137,8 @@ def make_jwt(claims: dict[str, Any]) -> str:
     return f"{_b64({'alg': 'ES256', 'typ': 'JWT'})}.{_b64(claims)}.c2lnbmF0dXJl"
 
 
-Behaviour = Callable[[web.Request], Awaitable[web.StreamResponse | None]]
+# aiohttp is imported where it is used: StaticTokenSource and FakeClock need none of it.
+Behaviour = Callable[["web.Request"], Awaitable["web.StreamResponse | None"]]
 
 
 @dataclass
@@ -99,6 +156,8 @@ class FakeTokenService:
     gate: asyncio.Event | None = field(default=None, repr=False)  # answers wait for it when set
 
     def app(self) -> web.Application:
+        from aiohttp import web
+
         app = web.Application()
         app.router.add_get("/sts/exchange", self._exchange)
         return app
@@ -116,6 +175,8 @@ class FakeTokenService:
                 return response
         if not auth.startswith("Bearer ") or "aud" not in request.query:
             return refusal(aip193.Code.INVALID_ARGUMENT, "missing bearer token or aud", 400)
+        from aiohttp import web
+
         return web.json_response({"token": self.mint(request.query["aud"])})
 
     def mint(self, audience: str, lifetime: float | None = None, iat: float | None = None) -> str:
@@ -136,6 +197,8 @@ class FakeTokenService:
 
 def refusal(code: aip193.Code, message: str, status: int, reason: str = "TEST") -> web.Response:
     """An AIP-193 error answer like the upstream's."""
+    from aiohttp import web
+
     return web.Response(
         status=status,
         body=aip193.encode(code, message, reason, "sts.example"),
@@ -148,3 +211,56 @@ def jti(token: str) -> str:
     payload = token.split(".")[1]
     claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
     return str(claims["jti"])
+
+
+class ThreadedServer:
+    """An aiohttp application on 127.0.0.1 in a thread of its own, with its own event loop: for
+    driving blocking clients (subprocesses, the credential helpers) against a loopback server."""
+
+    def __init__(self, app: web.Application) -> None:
+        self._app = app
+        self._loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+        self._thread = threading.Thread(target=self._main, daemon=True)
+
+    def _main(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        self._loop.run_until_complete(self._start())
+        self._ready.set()
+        self._loop.run_forever()
+
+    async def _start(self) -> None:
+        from aiohttp import web
+
+        self._runner = web.AppRunner(self._app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        server = site._server
+        assert server is not None
+        self.port = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
+
+    def start(self) -> ThreadedServer:
+        self._thread.start()
+        if not self._ready.wait(10):
+            raise RuntimeError("loopback server did not start")
+        return self
+
+    def stop(self) -> None:
+        async def cleanup() -> None:
+            if self._runner is not None:
+                await self._runner.cleanup()
+
+        asyncio.run_coroutine_threadsafe(cleanup(), self._loop).result(10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+
+    @property
+    def netloc(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.netloc}"

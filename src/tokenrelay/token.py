@@ -12,12 +12,10 @@ import enum
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from .lifetime import usable_margin
 from .redact import fingerprint
 from .timestamps import format_timestamp
 
-# Below this much remaining life a token is not handed out: the caller could not finish a request.
-# Short-lived tokens (tests, the emulator's --token-lifetime) get a tenth of their life instead.
-MIN_USEFUL_SECONDS = 10.0
 # /readyz wants every audience to hold a token with at least this much life left.
 READY_SECONDS = 60.0
 
@@ -55,11 +53,16 @@ class Token:
         """The expiry in the upstream's timestamp form."""
         return format_timestamp(self.expire_wall)
 
+    @property
+    def margin(self) -> float:
+        """Seconds before expiry at which the token stops being handed out (lifetime.usable_margin)."""
+        return usable_margin(self.lifetime)
+
     def remaining(self, now: float) -> float:
         return self.expires_at - now
 
     def state(self, now: float) -> TokenState:
-        if self.remaining(now) < min(MIN_USEFUL_SECONDS, self.lifetime / 10):
+        if self.remaining(now) < self.margin:
             return TokenState.EXPIRED
         if now >= self.refresh_at:
             return TokenState.STALE
@@ -74,9 +77,10 @@ class TokenSource(Protocol):
         """The configured audiences, the API's first."""
         ...
 
-    def fresh(self, audience: str) -> Token | None:
-        """The held token when it is before its refresh point, without awaiting; else None
-        (then ``get`` does the rest). The fast path of every request."""
+    def current(self, audience: str) -> Token | None:
+        """The held token while it may be handed out, without awaiting, starting its refresh when it
+        is stale; else None (no valid token, or an unknown audience: then ``get`` does the rest).
+        The fast path of every request, the local API's and the proxy's alike."""
         ...
 
     async def get(self, audience: str) -> Token:

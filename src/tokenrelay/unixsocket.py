@@ -15,9 +15,10 @@ import tempfile
 from pathlib import Path
 
 from .errors import ConfigError
+from .names import where
 from .parentdirs import make_parents
 
-_WHERE = "--socket (env TOKENRELAY_SOCKET)"
+_WHERE = where("socket")
 
 
 def bind(path: str, mode: int, backlog: int = 1024) -> socket.socket:

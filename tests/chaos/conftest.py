@@ -1,6 +1,6 @@
 """A real relay (providers, local API on a Unix socket) against a real fake token service, on a fake clock.
 
-``relay`` builds the pieces the daemon builds, from the same classes, with the schedule on a FakeClock:
+``relay`` is the daemon's own composition (``daemon.build``) with the schedule on a FakeClock:
 ``await relay.advance(seconds)`` moves time and waits until every exchange has finished and every
 background loop is asleep again (``Relay.settings`` is what ``daemon.serve`` would get). With
 ``proxy=True`` the proxy hangs off it too, in front of ``Api``: a loopback upstream that accepts a
@@ -13,71 +13,37 @@ fake token service issued and every OIDC token written for the test.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import random
 import shutil
-import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
-from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from tokenrelay import aip193, idtoken
+from tokenrelay import daemon
 from tokenrelay.config import Settings
-from tokenrelay.daemon import SocketServer
-from tokenrelay.exchanger import Exchanger
-from tokenrelay.jwtclaims import numeric_claim, unverified_claims
-from tokenrelay.provider import TokenProvider, TokenProviders
-from tokenrelay.proxy import ProxyServer
-from tokenrelay.proxy.bearer import Bearer
-from tokenrelay.redact import fingerprint
-from tokenrelay.sts import Issued
-from tokenrelay.testing import Behaviour, FakeClock, FakeTokenService, jti, make_jwt, refusal
+from tokenrelay.testing import Behaviour, FakeClock, FakeTokenService
 
-API = "https://api.example"
-IDENTITY = "groups/acme/identities/ci"
-# The token service's clock runs far ahead of real time, so that the real Date header aiohttp adds
-# never looks later than a token's iat (the provider takes the earlier of the two as "now").
-SERVICE_AHEAD = 10 * 86400.0
-SETTLE_SECONDS = 10.0  # real time allowed for one step's exchanges to finish
-
-
-class Secrets:
-    """Every secret a test handled, for the log check."""
-
-    def __init__(self) -> None:
-        self.services: list[FakeTokenService] = []
-        self.extra: list[str] = []
-
-    def values(self) -> set[str]:
-        found = set(self.extra)
-        for service in self.services:
-            found.update(service.issued)
-            found.update(t for t in service.seen_id_tokens if t)
-        return found
-
-
-class CaptureHandler(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.lines: list[tuple[str, str]] = []  # (logger, raw rendering)
-        self._plain = logging.Formatter()
-
-    def emit(self, record: logging.LogRecord) -> None:
-        text = f"{record.getMessage()} {vars(record)!r}"
-        if record.exc_info:
-            text += self._plain.formatException(record.exc_info)
-        if record.stack_info:
-            text += record.stack_info
-        self.lines.append((record.name, text))
+from ..support.chaos import (
+    API,
+    IDENTITY,
+    SERVICE_AHEAD,
+    Api,
+    CaptureHandler,
+    InFlight,
+    Relay,
+    RelayFactory,
+    Secrets,
+    assert_no_secret,
+    oidc_token,
+)
+from ..support.paths import short_dir
 
 
 @pytest.fixture
@@ -101,71 +67,6 @@ def no_secret_in_logs(secrets: Secrets) -> Iterator[CaptureHandler]:
     assert_no_secret(handler.lines, secrets.values())
 
 
-def assert_no_secret(lines: list[tuple[str, str]], values: set[str]) -> None:
-    # Search for each secret and for its payload alone (a truncated token is still a leak).
-    needles = {v: v for v in values}
-    needles.update({v.split(".")[1]: v for v in values if v.count(".") == 2 and len(v.split(".")[1]) > 16})
-    for logger, text in lines:
-        for needle, secret in needles.items():
-            if needle in text:
-                pytest.fail(
-                    f"a secret (fingerprint {fingerprint(secret)}) appears in a log record of {logger}"
-                )
-
-
-async def down_reset(request: web.Request) -> web.StreamResponse:
-    """A dead backend behind a load balancer: the connection closes with no answer."""
-    assert request.transport is not None
-    request.transport.close()
-    return web.Response(status=503)
-
-
-async def down_503(request: web.Request) -> web.StreamResponse:
-    return refusal(aip193.Code.UNAVAILABLE, "token service is down", 503)
-
-
-class Api:
-    """The upstream behind the proxy, checking bearers as the real API does.
-
-    A bearer is accepted when one of the test's token services issued it and its ``exp`` is still
-    ahead on that service's clock; anything else gets a 401. Every answer says which token (by jti)
-    it saw, so tests compare ids, never tokens.
-    """
-
-    def __init__(self, secrets: Secrets) -> None:
-        self._secrets = secrets
-        self.accepted: dict[str, int] = {}  # jti -> requests
-        self.refused: list[str] = []  # why, without the token
-        self.url = ""
-
-    def app(self) -> web.Application:
-        app = web.Application()
-        app.router.add_route("*", "/{tail:.*}", self._handle)
-        return app
-
-    def check(self, authorization: str) -> str:
-        """The token's jti when it is acceptable; raises ValueError saying why not."""
-        token = authorization.removeprefix("Bearer ")
-        if token == authorization:
-            raise ValueError("no bearer token")
-        for service in self._secrets.services:
-            if token in service.issued:
-                exp = numeric_claim(unverified_claims(token) or {}, "exp")
-                if exp is None or exp <= service.wall():
-                    raise ValueError(f"token {jti(token)} has expired")
-                return jti(token)
-        raise ValueError(f"token {fingerprint(token)} was never issued")
-
-    async def _handle(self, request: web.Request) -> web.StreamResponse:
-        try:
-            seen = self.check(request.headers.get("Authorization", ""))
-        except ValueError as exc:
-            self.refused.append(str(exc))
-            return refusal(aip193.Code.UNAUTHENTICATED, str(exc), 401, "TOKEN_REFUSED")
-        self.accepted[seen] = self.accepted.get(seen, 0) + 1
-        return web.json_response({"token": seen, "path": request.raw_path})
-
-
 @pytest.fixture
 async def api(secrets: Secrets) -> AsyncIterator[Api]:
     api = Api(secrets)
@@ -174,137 +75,6 @@ async def api(secrets: Secrets) -> AsyncIterator[Api]:
     api.url = str(server.make_url("")).rstrip("/")
     yield api
     await server.close()
-
-
-def oidc_token(
-    clock: FakeClock, lifetime: float = 86400.0, sub: str = "system:serviceaccount:ci:runner"
-) -> str:
-    now = clock.wall()
-    return make_jwt(
-        {"iss": "https://issuer.example", "sub": sub, "iat": int(now), "exp": int(now + lifetime)}
-    )
-
-
-class InFlight:
-    """Wraps the fetch a provider calls, counting exchanges under way and every attempt's start time."""
-
-    def __init__(self, fetch: Callable[[str], Awaitable[Issued]], clock: FakeClock) -> None:
-        self._fetch = fetch
-        self._clock = clock
-        self.inflight = 0
-        self.started: list[float] = []
-        self.failed: list[float] = []
-
-    async def __call__(self, audience: str) -> Issued:
-        self.inflight += 1
-        self.started.append(self._clock())
-        try:
-            return await self._fetch(audience)
-        except BaseException:
-            self.failed.append(self._clock())
-            raise
-        finally:
-            self.inflight -= 1
-
-
-@dataclass
-class Reply:
-    status: int
-    body: dict[str, Any] = field(repr=False)  # holds the token: kept out of assertion output
-
-    @property
-    def id(self) -> str:
-        """The served token's jti (t1, t2, ...), or "": what tests compare, so no token is printed."""
-        token = self.body.get("token")
-        return jti(token) if isinstance(token, str) else ""
-
-
-@dataclass
-class Proxied:
-    """What a client of the proxy got: the status, and which token the upstream saw (its jti)."""
-
-    status: int
-    token: str
-    reason: str  # the AIP-193 reason of a refusal, or ""
-
-
-@dataclass
-class Relay:
-    clock: FakeClock
-    service: FakeTokenService
-    fetch: InFlight
-    providers: TokenProviders
-    settings: Settings
-    id_token_file: Path
-    session: aiohttp.ClientSession
-    proxy_session: aiohttp.ClientSession
-    secrets: Secrets
-    _server: SocketServer | None = field(default=None, repr=False)
-    proxy: ProxyServer | None = field(default=None, repr=False)
-
-    @property
-    def socket(self) -> str:
-        return self.settings.socket
-
-    def provider(self, audience: str = API) -> TokenProvider:
-        return self.providers.provider(audience)
-
-    async def settle(self) -> None:
-        """Wait (real time, bounded) until no exchange is under way and every schedule sleeps."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + SETTLE_SECONDS
-        quiet = 0
-        while quiet < 2:  # twice in a row: a wake-up may be queued behind the first look
-            idle = self.fetch.inflight == 0 and self.clock.sleeping >= len(self.providers.audiences)
-            quiet = quiet + 1 if idle else 0
-            if loop.time() > deadline:
-                raise AssertionError(f"relay did not settle within {SETTLE_SECONDS}s of real time")
-            await asyncio.sleep(0.001)
-
-    async def advance(self, seconds: float, step: float = 5.0) -> None:
-        """Move the fake clock by ``seconds``, settling after every ``step``."""
-        remaining = seconds
-        while remaining > 1e-9:
-            delta = min(step, remaining)
-            self.clock.tick(delta)
-            remaining -= delta
-            await self.settle()
-
-    async def advance_to(self, moment: float, step: float = 5.0) -> None:
-        await self.advance(moment - self.clock(), step)
-
-    async def get(self, path: str = "/v1/token", session: aiohttp.ClientSession | None = None) -> Reply:
-        """One request to the local API over the Unix socket."""
-        async with (session or self.session).get(f"http://tokenrelay{path}") as response:
-            return Reply(response.status, await response.json(content_type=None))
-
-    async def proxied(
-        self, path: str = "/v1/things", session: aiohttp.ClientSession | None = None
-    ) -> Proxied:
-        """One request through the proxy to the Api upstream."""
-        assert self.proxy is not None, "build the relay with proxy=True"
-        url = f"http://127.0.0.1:{self.proxy.port}{path}"
-        async with (session or self.proxy_session).get(url) as response:
-            body = await response.json(content_type=None)
-        details = body.get("details") or [{}]
-        return Proxied(response.status, body.get("token", ""), details[0].get("reason", ""))
-
-    def id_token(self, lifetime: float = 86400.0, sub: str = "system:serviceaccount:ci") -> str:
-        """A new OIDC token, registered with the log check."""
-        value = oidc_token(self.clock, lifetime, sub)
-        self.secrets.extra.append(value)
-        return value
-
-    def write_id_token(self, value: str) -> None:
-        self.id_token_file.write_text(value)
-
-
-RelayFactory = Callable[..., Awaitable[Relay]]
-
-
-def short_dir() -> Path:
-    """A directory for sockets: pytest's tmp_path can exceed the 108-byte limit of a socket path."""
-    return Path(tempfile.mkdtemp(prefix="tr-", dir="/tmp"))
 
 
 @pytest.fixture
@@ -336,22 +106,13 @@ async def relay_factory(secrets: Secrets) -> AsyncIterator[RelayFactory]:
         server = TestServer(service.app())
         await server.start_server()
         cleanups.append(server.close)
-        http = aiohttp.ClientSession()
-        cleanups.append(http.close)
         where = short_dir()
         dirs.append(where)
         token_file = where / "oidc-token"
         first = oidc_token(clock)
         secrets.extra.append(first)
         token_file.write_text(first)
-        exchanger = Exchanger(
-            http,
-            str(server.make_url("")),
-            IDENTITY,
-            idtoken.FileSource(str(token_file), wall=clock.wall),
-            timeout=exchange_timeout,
-        )
-        fetch = InFlight(exchanger, clock)
+        fetch = InFlight(clock)
         config = Settings(
             auth_url=str(server.make_url("")).rstrip("/"),
             api_url=api_url,
@@ -365,38 +126,29 @@ async def relay_factory(secrets: Secrets) -> AsyncIterator[RelayFactory]:
             proxy_listen=("127.0.0.1", 0) if proxy else None,
             **settings,
         )
-        providers = TokenProviders(
-            [
-                TokenProvider(
-                    audience,
-                    fetch,
-                    clock=clock,
-                    wall=clock.wall,
-                    sleep=clock.sleep,
-                    rng=random.Random(seed + i),
-                    wait_timeout=wait_timeout,
-                )
-                for i, audience in enumerate(config.audiences)
-            ]
+        # The daemon's own composition, on the fake clock.
+        sidecar = daemon.build(
+            config,
+            clock=clock,
+            wall=clock.wall,
+            sleep=clock.sleep,
+            rng=random.Random(seed),
+            environ={},
+            observers=[fetch.observer()],
         )
+        providers = fetch.providers = sidecar.providers
         client = aiohttp.ClientSession(connector=aiohttp.UnixConnector(path=config.socket, limit=128))
         cleanups.append(client.close)
         proxy_client = aiohttp.ClientSession()
         cleanups.append(proxy_client.close)
         relay = Relay(clock, service, fetch, providers, config, token_file, client, proxy_client, secrets)
+        relay.proxy = sidecar.proxy
         if start:
-            relay._server = SocketServer(config, providers)
-            await relay._server.start()
-            cleanups.append(relay._server.stop)
-            if proxy:
-                relay.proxy = ProxyServer.from_settings(config, providers)
-                # The proxy holds a token until its refresh point: on the providers' clock, not the real one.
-                relay.proxy.context.bearer = Bearer(providers, config.api_url, clock)
-                await relay.proxy.start()
-                cleanups.append(relay.proxy.stop)
-            providers.start()
-            cleanups.append(providers.stop)
+            await sidecar.start()
+            cleanups.append(sidecar.stop)
             await relay.settle()
+        else:
+            cleanups.append(sidecar.session.close)
         return relay
 
     yield build

@@ -11,7 +11,7 @@ from aiohttp import web
 from tokenrelay import aip193
 from tokenrelay.testing import FakeTokenService, refusal
 
-from .conftest import CaptureHandler, Relay, assert_no_secret
+from ..support.chaos import CaptureHandler, Relay, assert_no_secret
 
 LIFETIME = 600.0
 

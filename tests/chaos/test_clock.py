@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from .conftest import Relay, RelayFactory
+from ..support.chaos import Relay, RelayFactory
 
 LIFETIME = 3600.0  # refresh between 1620 s and 1980 s after receipt
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import Relay, RelayFactory
+from ..support.chaos import Relay, RelayFactory
 
 LIFETIME = 600.0
 

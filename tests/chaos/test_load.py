@@ -8,7 +8,7 @@ import aiohttp
 
 from tokenrelay.token import TokenState
 
-from .conftest import Relay, RelayFactory
+from ..support.chaos import Relay, RelayFactory
 
 REQUESTS = 10_000
 CLIENTS = 64

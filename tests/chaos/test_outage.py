@@ -11,11 +11,11 @@ from aiohttp import web
 
 from tokenrelay import aip193
 from tokenrelay.backoff import Backoff
-from tokenrelay.daemon import SocketServer
+from tokenrelay.localapi import SocketServer
 from tokenrelay.provider import RETRY_SPREAD
 from tokenrelay.testing import refusal
 
-from .conftest import Relay, RelayFactory, down_503, down_reset
+from ..support.chaos import Relay, RelayFactory, down_503, down_reset
 
 LIFETIME = 600.0  # refresh at 270-330 s, expiry at 600 s
 
@@ -115,7 +115,7 @@ async def test_hang_before_first_token_bounds_the_wait(relay_factory: RelayFacto
     that says so, instead of hanging with the service."""
     relay = await relay_factory(exchange_timeout=5.0, wait_timeout=0.2, start=False)
     relay.service.gate = asyncio.Event()
-    server = SocketServer(relay.settings, relay.providers)
+    server = SocketServer(relay.settings, relay.providers, relay.providers.ready)
     await server.start()
     try:
         reply = await relay.get()

@@ -23,7 +23,8 @@ from tokenrelay import daemon
 from tokenrelay.config import Settings
 from tokenrelay.testing import FakeClock, FakeTokenService
 
-from .conftest import IDENTITY, Api, CaptureHandler, Secrets, oidc_token, short_dir
+from ..support.chaos import IDENTITY, Api, CaptureHandler, Secrets, oidc_token
+from ..support.paths import short_dir
 
 REQUESTS = 10_000
 CLIENTS = 64

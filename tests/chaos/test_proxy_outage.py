@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from .conftest import Api, CaptureHandler, RelayFactory, down_503, down_reset
+from ..support.chaos import Api, CaptureHandler, RelayFactory, down_503, down_reset
 
 LIFETIME = 600.0  # refresh at 270-300 s, expiry at 600 s
 

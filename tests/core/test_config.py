@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
+from tokenrelay import names
 from tokenrelay.config import OPTIONS, Settings, parse_args
 from tokenrelay.errors import ConfigError
 
@@ -37,10 +39,61 @@ def test_precedence_is_flag_then_env_then_file_then_default(tmp_path: Path) -> N
     assert settings.exchange_timeout == 3.0
 
 
-def test_every_option_has_its_environment_variable() -> None:
-    """Each flag --x-y is settable as TOKENRELAY_X_Y."""
+# A value for each option, as a user would write it in the environment, and what Settings holds then.
+SAMPLES: dict[str, tuple[str, object]] = {
+    "auth_url": ("https://auth.other/", "https://auth.other"),
+    "api_url": ("https://api.other", "https://api.other"),
+    "identity": ("org/other", "org/other"),
+    "audience": ("a,b", ("a", "b")),
+    "exchange_timeout": ("3", 3.0),
+    "wait_timeout": ("4", 4.0),
+    "id_token_source": ("github-actions", "github-actions"),
+    "id_token_file": ("/t/oidc", "/t/oidc"),
+    "id_token_env": ("MY_OIDC", "MY_OIDC"),
+    "id_token_audience": ("aud-x", "aud-x"),
+    "socket": ("/t/s.sock", "/t/s.sock"),
+    "socket_mode": ("0660", 0o660),
+    "socket_allow_uid": ("1,2", (1, 2)),
+    "socket_allow_gid": ("3", (3,)),
+    "shutdown_grace": ("5", 5.0),
+    "proxy_listen": ("127.0.0.1:9", ("127.0.0.1", 9)),
+    "proxy_allow_remote": ("true", True),
+    "upstream_ca": ("/t/ca.pem", "/t/ca.pem"),
+    "proxy_timeout": ("7", 7.0),
+    "proxy_max_connections": ("8", 8),
+    "metrics_listen": ("127.0.0.1:10", ("127.0.0.1", 10)),
+    "token_file": ("/t/token", ("/t/token",)),
+    "token_file_mode": ("0640", 0o640),
+    "once": ("1", True),
+    "log_format": ("text", "text"),
+    "log_level": ("debug", "debug"),
+}
+
+
+@pytest.mark.parametrize("name", list(SAMPLES))
+def test_every_option_is_read_from_its_environment_variable(name: str) -> None:
+    """Each option reaches Settings from TOKENRELAY_<NAME> alone, under the name --help shows."""
+    raw, expected = SAMPLES[name]
+    env = {"TOKENRELAY_" + name.upper(): raw}
+    if name == "id_token_env":  # it goes with the env source only
+        env["TOKENRELAY_ID_TOKEN_SOURCE"] = "env"
+    argv = [arg for i, arg in enumerate(REQUIRED) if REQUIRED[i - (i % 2)][2:].replace("-", "_") != name]
+    assert getattr(parse_args(argv, env), name) == expected
+
+
+def test_the_option_table_and_settings_cannot_disagree() -> None:
+    """OPTIONS, Settings and the names module list the same options in the same order, and every
+    default --help and the docs show is the default in effect."""
+    fields = [f for f in Settings.__dataclass_fields__ if f != "config"]
+    assert [option.name for option in OPTIONS] == fields == list(names.OPTION_NAMES) == list(SAMPLES)
+    derived = {"id_token_source": "file"}  # chosen by load(): "env" when only --id-token-env is set
     for option in OPTIONS:
-        assert option.env == "TOKENRELAY_" + option.flag[2:].replace("-", "_").upper()
+        default = Settings.__dataclass_fields__[option.name].default
+        if option.required:
+            assert default is dataclasses.MISSING, option.name
+        else:
+            assert default == derived.get(option.name, option.default), option.name
+        assert option.where() == names.where(option.name) == f"{option.flag} (env {option.env})"
 
 
 def test_audiences_start_with_the_api_and_are_unique() -> None:

@@ -17,6 +17,8 @@ from aiohttp.test_utils import TestServer
 from tokenrelay.jwtclaims import unverified_claims
 from tokenrelay.testing import FakeTokenService, make_jwt
 
+from ..support.waiting import eventually
+
 BIN = Path(sys.executable).parent
 API = "https://api.example.test"
 
@@ -43,14 +45,10 @@ class Sidecar:
         return proc.returncode or 0, out.decode(), err.decode()
 
 
-async def _wait_for_socket(path: str, process: asyncio.subprocess.Process) -> None:
-    for _ in range(500):
-        if os.path.exists(path):
-            return
-        if process.returncode is not None:
-            raise AssertionError(f"tokenrelay run exited with {process.returncode}")
-        await asyncio.sleep(0.02)
-    raise AssertionError("socket never appeared")
+def _listening(path: str, process: asyncio.subprocess.Process) -> bool:
+    if process.returncode is not None:
+        raise AssertionError(f"tokenrelay run exited with {process.returncode}")
+    return os.path.exists(path)
 
 
 @pytest.fixture
@@ -83,7 +81,7 @@ async def sidecar(
         stderr=asyncio.subprocess.PIPE,
         env={**os.environ, "TOKENRELAY_AUDIENCE": "registry.example.test"},
     )
-    await _wait_for_socket(socket, process)
+    await eventually(lambda: _listening(socket, process), "the socket to appear", timeout=10)
     yield Sidecar(process, socket, service)
     if process.returncode is None:
         process.kill()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import socket
 import stat
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -15,14 +16,14 @@ from aiohttp import web
 
 from tokenrelay import aip193
 from tokenrelay.config import Settings
-from tokenrelay.daemon import SocketServer
 from tokenrelay.errors import ConfigError
+from tokenrelay.localapi import SocketServer
 from tokenrelay.provider import TokenProviders
 from tokenrelay.testing import jti, make_jwt, refusal
 from tokenrelay.timestamps import format_timestamp
 from tokenrelay.unixsocket import bind
 
-from .conftest import API, Harness
+from ..support.core import API, Harness
 
 REGISTRY = "registry.example.test"
 
@@ -31,7 +32,8 @@ REGISTRY = "registry.example.test"
 async def served(harness: Harness, tmp_path: Path) -> AsyncIterator[tuple[Harness, str]]:
     providers = TokenProviders([harness.provider(API), harness.provider(REGISTRY, seed=2)])
     path = str(tmp_path / "run" / "tokenrelay.sock")
-    server = SocketServer(Settings(auth_url="http://x", api_url=API, identity="i", socket=path), providers)
+    settings = Settings(auth_url="http://x", api_url=API, identity="i", socket=path)
+    server = SocketServer(settings, providers, providers.ready)
     await server.start()
     yield harness, path
     await server.stop()
@@ -131,10 +133,17 @@ def test_socket_mode_is_set_before_the_socket_appears(tmp_path: Path) -> None:
 
 
 def test_stale_socket_is_replaced(tmp_path: Path) -> None:
-    """A socket file left by a crashed process is removed and rebound."""
+    """A socket file left by a crashed process is removed and rebound: a client reaches the new one."""
     path = str(tmp_path / "s.sock")
     bind(path, 0o600).close()  # closed: nobody listens any more
-    bind(path, 0o600).close()
+    sock = bind(path, 0o600)
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
+            client.connect(path)  # refused if the stale file were still there
+            accepted, _ = sock.accept()
+            accepted.close()
+    finally:
+        sock.close()
 
 
 def test_live_socket_is_not_stolen(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from tokenrelay.redact import scrub
 from tokenrelay.sts import Issued
 from tokenrelay.testing import refusal
 
-from .conftest import API, Harness
+from ..support.core import API, Harness
 
 
 async def test_debug_logs_never_show_a_token(harness: Harness) -> None:

@@ -4,19 +4,23 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import Awaitable, Callable
 
 import pytest
 from aiohttp import web
+from aiohttp.test_utils import TestServer
 
-from tokenrelay import aip193
+from tokenrelay import aip193, daemon
+from tokenrelay.config import Settings
 from tokenrelay.errors import TokenRelayError, TokenUnavailable
 from tokenrelay.provider import TokenProvider, TokenProviders
 from tokenrelay.sts import Issued
-from tokenrelay.testing import FakeClock, jti, make_jwt, refusal
+from tokenrelay.testing import FakeClock, FakeTokenService, jti, make_jwt, refusal
 from tokenrelay.timestamps import format_timestamp
 from tokenrelay.token import Token, TokenState
 
-from .conftest import API, Harness
+from ..support.core import API, Harness
+from ..support.waiting import eventually
 
 
 async def test_first_get_exchanges_and_later_gets_reuse(harness: Harness) -> None:
@@ -60,9 +64,9 @@ async def test_stale_token_is_served_at_once_while_the_refresh_runs(harness: Har
     assert old.state(harness.clock.now) is TokenState.STALE
     served = await provider.get()
     assert served is old
-    await _until(lambda: harness.service.calls == 2)
+    await eventually(lambda: harness.service.calls == 2, "harness.service.calls == 2")
     harness.service.gate.set()
-    await _until(lambda: provider.token is not old)
+    await eventually(lambda: provider.token is not old, "provider.token is not old")
     assert jti((await provider.get()).value) == "t2"
 
 
@@ -71,7 +75,7 @@ async def test_hundred_concurrent_callers_cause_one_exchange(harness: Harness) -
     provider = harness.provider()
     harness.service.gate = asyncio.Event()
     callers = [asyncio.ensure_future(provider.get()) for _ in range(100)]
-    await _until(lambda: harness.service.calls == 1)
+    await eventually(lambda: harness.service.calls == 1, "harness.service.calls == 1")
     harness.service.gate.set()
     tokens = await asyncio.gather(*callers)
     assert {jti(t.value) for t in tokens} == {"t1"}
@@ -84,7 +88,7 @@ async def test_a_caller_that_gives_up_does_not_cancel_the_exchange(harness: Harn
     harness.service.gate = asyncio.Event()
     quitter = asyncio.ensure_future(provider.get())
     stayer = asyncio.ensure_future(provider.get())
-    await _until(lambda: harness.service.calls == 1)
+    await eventually(lambda: harness.service.calls == 1, "harness.service.calls == 1")
     quitter.cancel()
     harness.service.gate.set()
     assert jti((await stayer).value) == "t1"
@@ -145,7 +149,9 @@ async def test_retry_after_is_honoured(harness: Harness) -> None:
     harness.service.behaviour = busy
     run = asyncio.ensure_future(provider.run())
     try:
-        await _until(lambda: provider.status().consecutive_failures == 1)
+        await eventually(
+            lambda: provider.status().consecutive_failures == 1, "provider.status().consecutive_failures == 1"
+        )
         await harness.clock.advance(119, step=1)
         assert harness.attempts == 1
         await harness.clock.advance(2, step=1)
@@ -234,7 +240,7 @@ async def test_already_expired_token_is_refused_and_old_one_kept(harness: Harnes
 
     harness.service.behaviour = expired
     provider.refresh_now()
-    await _until(lambda: provider.status().error is not None)
+    await eventually(lambda: provider.status().error is not None, "provider.status().error is not None")
     assert "too short-lived" in (provider.status().error or "")
     assert (await provider.get()) is old
 
@@ -245,7 +251,7 @@ async def test_reject_refreshes_once_for_everyone(harness: Harness) -> None:
     old = await provider.get()
     harness.service.gate = asyncio.Event()
     rejections = [asyncio.ensure_future(provider.reject(old)) for _ in range(20)]
-    await _until(lambda: harness.service.calls == 2)
+    await eventually(lambda: harness.service.calls == 2, "harness.service.calls == 2")
     harness.service.gate.set()
     fresh = await asyncio.gather(*rejections)
     assert {jti(t.value) for t in fresh} == {"t2"}
@@ -285,17 +291,74 @@ async def test_first_start_with_service_down_fails_fast_with_reason(harness: Har
     assert harness.service.calls == 1
 
 
-async def test_jitter_draws_are_reproducible() -> None:
-    """The same seed gives the same schedule (tests and the herd bench rely on it)."""
+async def test_one_seed_gives_each_audience_its_own_reproducible_jitter(
+    aiohttp_server: Callable[..., Awaitable[TestServer]],
+) -> None:
+    """daemon.build draws every audience's jitter from the one rng it is given: the same seed gives
+    the same refresh points again (tests and the herd bench rely on it), and the audiences differ."""
+    service = FakeTokenService()
+    server = await aiohttp_server(service.app())
+    settings = Settings(
+        auth_url=str(server.make_url("")).rstrip("/"),
+        api_url=API,
+        identity="org/ci",
+        audience=("registry.example",),
+        id_token_source="env",
+        id_token_env="OIDC",
+    )
+
+    async def refresh_points(seed: int) -> list[float]:
+        clock = FakeClock()
+        sidecar = daemon.build(
+            settings,
+            clock=clock,
+            wall=clock.wall,
+            sleep=clock.sleep,
+            rng=random.Random(seed),
+            environ={"OIDC": make_jwt({"sub": "ci", "exp": 4_000_000_000})},
+        )
+        try:
+            tokens = [await sidecar.providers.get(audience) for audience in settings.audiences]
+        finally:
+            await sidecar.session.close()
+        return [(t.refresh_at - t.received_at) / t.lifetime for t in tokens]
+
+    first, again, other = await refresh_points(7), await refresh_points(7), await refresh_points(8)
+    assert first == again
+    assert first[0] != first[1]
+    assert other != first
+
+
+class _Ceiling(random.Random):
+    """Full jitter that always picks the top of its range: the backoff's ceiling, made visible."""
+
+    def uniform(self, a: float, b: float) -> float:
+        return b
+
+
+@pytest.mark.parametrize(("status", "first_wait"), [(503, 1.0), (429, 1.0), (403, 30.0), (400, 30.0)])
+async def test_backoff_reads_retryable_from_the_answer(status: int, first_wait: float) -> None:
+    """A failure of the moment is retried within a second; a refusal that waits for a configuration
+    change (not retryable, as stsanswer decides) is retried at the backoff's cap from the start."""
+    from tokenrelay import stsanswer
+
     clock = FakeClock()
 
     async def fetch(audience: str) -> Issued:
-        return Issued(make_jwt({"iat": clock.wall(), "exp": clock.wall() + 3600}))
+        raise stsanswer.refusal(
+            status,
+            b"{}",
+            audience=audience,
+            id_token="x",
+            location=None,
+            retry_after=None,
+            auth_url_setting="",
+        )
 
-    def build(seed: int) -> TokenProvider:
-        return TokenProvider(API, fetch, clock=clock, wall=clock.wall, rng=random.Random(seed))
-
-    assert (await build(7).get()).refresh_at == (await build(7).get()).refresh_at
+    provider = TokenProvider(API, fetch, clock=clock, wall=clock.wall, sleep=clock.sleep, rng=_Ceiling())
+    with pytest.raises(TokenUnavailable):
+        await provider.get()
+    assert provider.retry_in() == first_wait
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ from tokenrelay import sts
 from tokenrelay.errors import ExchangeError, ExchangeTimeout
 from tokenrelay.testing import make_jwt
 
-from .conftest import API, Harness
+from ..support.core import API, Harness
 
 
 async def test_request_matches_the_published_api(harness: Harness) -> None:

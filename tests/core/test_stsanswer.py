@@ -80,7 +80,8 @@ def test_stated_expiry_is_seconds_or_an_iso_timestamp(value: object, expected: f
 
 
 def test_aip193_refusal_reads_as_the_services_words() -> None:
-    """A refusal carries the service's message, code name, reason and status, and stays retryable."""
+    """A refusal carries the service's message, code name, reason and status; a 403 waits for someone
+    to fix the identity's binding: not retryable, AIP-193 body or not (one predicate, as --once reads)."""
     error = _refusal(
         403, _aip193(aip193.Code.PERMISSION_DENIED, "identity does not match the token's subject")
     )
@@ -88,7 +89,7 @@ def test_aip193_refusal_reads_as_the_services_words() -> None:
         "token service refused the exchange for audience aud: identity does not match the token's "
         "subject (PERMISSION_DENIED, reason NO_MATCH, HTTP 403)"
     )
-    assert (error.status, error.code, error.reason, error.retryable) == (403, 7, "NO_MATCH", True)
+    assert (error.status, error.code, error.reason, error.retryable) == (403, 7, "NO_MATCH", False)
 
 
 @pytest.mark.parametrize("code", [aip193.Code.INVALID_ARGUMENT, aip193.Code.NOT_FOUND])
@@ -152,3 +153,11 @@ def test_oversized_answer_names_the_limit() -> None:
     """An answer over 1 MiB is refused with the size when the headers announced it."""
     assert str(oversized(2_000_000)) == "token service answer is 2000000 bytes, over the 1 MiB limit"
     assert str(oversized()) == "token service answer is over the 1 MiB limit"
+
+
+@pytest.mark.parametrize("status", [400, 401, 403, 404, 429, 500, 502, 503])
+def test_retryable_depends_on_the_status_not_on_the_body_shape(status: int) -> None:
+    """One answer to "may trying again help?": an AIP-193 body and a plain one with the same status agree."""
+    plain = _refusal(status, b"nope")
+    shaped = _refusal(status, _aip193(aip193.Code.PERMISSION_DENIED, "nope"))
+    assert plain.retryable is shaped.retryable is (status >= 500 or status == 429)

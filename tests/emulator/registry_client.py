@@ -14,7 +14,7 @@ from multidict import CIMultiDictProxy
 from tokenrelay.emulator.registry.image import CONFIG_TYPE, LAYER_TYPE
 from tokenrelay.emulator.registry.manifests import OCI_MANIFEST
 
-from .conftest import World
+from ..support.emulator import World
 
 
 def digest(data: bytes) -> str:

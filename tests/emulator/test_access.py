@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tokenrelay.emulator.access import ROLE_BY_NAME
 
-from .conftest import World, details
+from ..support.emulator import World, details
 
 
 async def test_no_token_is_401(world: World) -> None:
@@ -21,7 +21,7 @@ async def test_forged_expired_and_foreign_tokens_are_401(world: World) -> None:
     world.tokens["garbage"] = "not-a-jwt"
     world.tokens["other-aud"] = world.emulator.tokens.mint(uid, "https://registry.example")
     world.tokens["short"] = world.emulator.api_token(uid, lifetime=60)
-    world.wall.advance(61)
+    world.clock.jump_wall(61)
     for name in ("platform", "garbage", "other-aud", "short"):
         status, error = await world.call("GET", "/iam/v2beta1/groups", as_=name)
         assert (status, error["code"]) == (401, 16), name

@@ -8,7 +8,7 @@ import pytest
 
 from tokenrelay.emulator.errors import IAM_DOMAIN
 
-from .conftest import World, details
+from ..support.emulator import World, details
 
 TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 
@@ -66,7 +66,7 @@ async def test_create_under_missing_parent_is_not_found(world: World) -> None:
 async def test_patch_without_mask_changes_only_present_fields(world: World) -> None:
     """PATCH without updateMask changes the fields in the body and keeps the others."""
     group = world.emulator.resources.create_group(world.org.uid, {"name": "old", "description": "keep"})
-    world.wall.advance(1.5)
+    world.clock.jump_wall(1.5)
     status, patched = await world.call("PATCH", f"/iam/v2beta1/groups/{group.uid}", json={"name": "new"})
     assert status == 200
     assert (patched["name"], patched["description"]) == ("new", "keep")

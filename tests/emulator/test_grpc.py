@@ -15,7 +15,7 @@ from google.protobuf.message import Message
 
 from tokenrelay.emulator.grpcapi import generate, iam_pb2, registry_pb2
 
-from .conftest import World
+from ..support.emulator import World
 from .grpc_client import Client
 
 GroupList = iam_pb2.ListGroupsResponse

@@ -11,7 +11,7 @@ from tokenrelay.emulator.access import ROLE_BY_NAME
 from tokenrelay.emulator.grpcapi import iam_pb2, methods, registry_pb2, vulnerabilities_pb2
 from tokenrelay.emulator.registry import tiny_image
 
-from .conftest import World
+from ..support.emulator import World
 from .grpc_client import Client
 
 IAM = "/iam.v2beta1."

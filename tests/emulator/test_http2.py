@@ -14,7 +14,7 @@ import pytest
 
 from tokenrelay.emulator.grpcapi import iam_pb2
 
-from .conftest import World
+from ..support.emulator import World
 
 
 async def test_httpx_over_http2_reads_and_writes_the_json_api(world: World) -> None:

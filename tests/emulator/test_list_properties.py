@@ -13,7 +13,7 @@ from tokenrelay.emulator import Emulator, api, associations, invites, providers,
 from tokenrelay.emulator.access import ROLE_BY_NAME
 from tokenrelay.emulator.pagination import FIELD_ALIASES
 
-from .conftest import Wall
+from ..support.emulator import Wall
 from .harness import SyncEmulator
 
 VIEWER = ROLE_BY_NAME["viewer"].uid

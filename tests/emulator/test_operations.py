@@ -11,7 +11,7 @@ from tokenrelay.emulator import Emulator, EmulatorServer, roles
 from tokenrelay.emulator.access import ROLE_BY_NAME
 from tokenrelay.timestamps import format_timestamp
 
-from .conftest import World, details, invalid, precondition, simple
+from ..support.emulator import World, details, invalid, precondition, simple
 
 TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 VIEWER = ROLE_BY_NAME["viewer"].uid

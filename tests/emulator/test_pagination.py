@@ -13,7 +13,7 @@ from tokenrelay.emulator.errors import ApiError
 from tokenrelay.emulator.pagetoken import PageTokens
 from tokenrelay.emulator.pagination import FIELD_ALIASES, MAX_PAGE_SIZE, PageRequest
 
-from .conftest import World
+from ..support.emulator import World
 
 ATTRIBUTES = frozenset({"uid", "name", "create_ms", "update_ms"})
 NOW = 2_000_000_000.0
@@ -128,7 +128,7 @@ def test_malformed_parameters_are_invalid_argument(query: dict[str, str]) -> Non
 async def test_http_paging_with_the_documents_order_examples(world: World) -> None:
     """order_by name, name desc and created_at desc page through groups in that order over HTTP."""
     for i, name in enumerate(["delta", "alpha", "charlie", "bravo", "echo"]):
-        world.wall.advance(0.001 * (i + 1))
+        world.clock.jump_wall(0.001 * (i + 1))
         world.group(world.org.uid, name)
     expected = {
         "name": ["alpha", "bravo", "charlie", "delta", "echo"],
@@ -158,7 +158,7 @@ async def test_page_token_older_than_three_days_restarts(world: World) -> None:
     params["page_token"] = first["nextPageToken"]
     _, second = await world.call("GET", "/iam/v2beta1/groups", params=params)
     assert [g["name"] for g in second["groups"]] == ["b"]
-    world.wall.advance(3 * 86400 + 1)
+    world.clock.jump_wall(3 * 86400 + 1)
     world.tokens["owner"] = world.emulator.api_token(world.uids["owner"])  # the old one expired too
     status, restarted = await world.call("GET", "/iam/v2beta1/groups", params=params)
     assert status == 200

@@ -13,7 +13,7 @@ import pytest
 from tokenrelay.emulator.registry.blobs import Limits
 from tokenrelay.emulator.registry.manifests import DOCKER_LIST, DOCKER_MANIFEST, OCI_INDEX
 
-from .conftest import World
+from ..support.emulator import World
 from .registry_client import Registry, digest, image_manifest
 
 APP = "acme/app"

@@ -10,7 +10,7 @@ import aiohttp
 from tokenrelay.emulator import Emulator, EmulatorServer, Store
 from tokenrelay.emulator.registry import tiny_image
 
-from .conftest import World, details
+from ..support.emulator import World, details
 from .registry_client import Registry, digest
 
 TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")

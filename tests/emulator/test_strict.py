@@ -9,7 +9,7 @@ import pytest
 from tokenrelay.emulator import Emulator, EmulatorServer
 from tokenrelay.emulator.errors import IAM_DOMAIN, REGISTRY_DOMAIN, STS_DOMAIN
 
-from .conftest import ERROR_INFO, PRECONDITION, World, invalid, simple
+from ..support.emulator import ERROR_INFO, PRECONDITION, World, invalid, simple
 
 PAGINATED = "order_by, page_size, page_token, skip, uidp.children_of, uidp.descendants_of"
 NUMBER = "must be a whole number from 0 to 2147483647, in plain digits"

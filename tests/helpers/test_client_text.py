@@ -13,7 +13,8 @@ from tokenrelay.client import LocalApiError, fetch_token, fetch_token_text
 from tokenrelay.helpers.source import CredentialError, fetch
 from tokenrelay.redact import fingerprint
 
-from .conftest import Stack, run, script, short_tempdir
+from ..support.helpers import Stack, run, script
+from ..support.paths import short_dir
 
 
 def test_text_token_is_the_json_token(stack: Stack) -> None:
@@ -39,7 +40,7 @@ def test_text_refusal_is_the_sidecars_message(stack: Stack) -> None:
 @pytest.fixture
 def canned() -> Iterator[tuple[str, list[bytes]]]:
     """A Unix-socket server that answers each connection with the next canned reply."""
-    workdir = short_tempdir("trc-")
+    workdir = str(short_dir("trc-"))
     path = f"{workdir}/s.sock"
     replies: list[bytes] = []
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -95,3 +96,24 @@ def test_docker_helper_reports_a_sidecar_refusal(stack: Stack, client_env: dict[
     assert "--audience unknown.example" in result.stdout
     assert result.stdout.count("\n") == 1
     assert result.stderr == result.stdout
+
+
+def test_a_garbled_chunked_answer_is_a_local_api_error(tmp_path: Path) -> None:
+    """A process at the socket that answers with broken chunked framing gets the local API's own
+    error (which `tokenrelay token` prints as one line), not a bare ValueError."""
+    path = str(tmp_path / "s.sock")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
+        server.bind(path)
+        server.listen(1)
+
+        def answer() -> None:
+            conn, _ = server.accept()
+            with conn:
+                conn.recv(65536)
+                conn.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nx\r\n0\r\n\r\n")
+
+        thread = threading.Thread(target=answer)
+        thread.start()
+        with pytest.raises(LocalApiError, match="does not speak the tokenrelay local API"):
+            fetch_token(path, "aud", timeout=5)
+        thread.join()

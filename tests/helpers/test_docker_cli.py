@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from .conftest import Stack, docker_config, require, run
+from ..support.helpers import Stack, docker_config, require, run
 
 pytestmark = pytest.mark.e2e
 

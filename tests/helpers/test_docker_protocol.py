@@ -11,7 +11,7 @@ from tokenrelay.helpers.docker import NOT_FOUND, handle
 from tokenrelay.helpers.source import Credential, CredentialError
 from tokenrelay.redact import fingerprint
 
-from .conftest import jwt_for
+from ..support.helpers import jwt_for
 
 ENV = {"TOKENRELAY_HOSTS": "registry.example.com,127.0.0.1:5000=reg-aud"}
 

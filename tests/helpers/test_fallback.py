@@ -16,9 +16,9 @@ from tokenrelay import aip193
 from tokenrelay.helpers import fallback
 from tokenrelay.helpers.source import CredentialError, fetch
 from tokenrelay.redact import fingerprint
-from tokenrelay.testing import FakeTokenService, jti, make_jwt, refusal
+from tokenrelay.testing import FakeTokenService, ThreadedServer, jti, make_jwt, refusal
 
-from .conftest import Stack, ThreadedServer, run, script
+from ..support.helpers import Stack, run, script
 
 
 @pytest.fixture

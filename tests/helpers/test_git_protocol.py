@@ -8,11 +8,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tokenrelay.helpers.git import InputError, handle, parse
+from tokenrelay.errors import InputError
+from tokenrelay.helpers.git import handle, parse
 from tokenrelay.helpers.source import Credential, CredentialError
 from tokenrelay.redact import fingerprint
 
-from .conftest import jwt_for
+from ..support.helpers import jwt_for
 
 ENV = {"TOKENRELAY_HOSTS": "git.example.com,127.0.0.1:8080=code"}
 

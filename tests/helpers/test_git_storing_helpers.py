@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import GIT_SHA, Stack, require, run
+from ..support.helpers import GIT_SHA, Stack, require, run
 from .test_docs import DOC
 
 pytestmark = pytest.mark.e2e

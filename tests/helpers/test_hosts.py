@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tokenrelay.helpers.hosts import Host, HostsError, load, match, parse_list, parse_spec, split_hostport
+from tokenrelay.errors import HostsError
+from tokenrelay.helpers.hosts import Host, load, match, parse_list, parse_spec, split_hostport
 
 
 def test_spec_audience_defaults_to_the_host_itself() -> None:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from .conftest import script
+from ..support.helpers import script
 
 
 @pytest.mark.parametrize(
@@ -15,11 +17,48 @@ from .conftest import script
     [("docker-credential-tokenrelay", "docker"), ("git-credential-tokenrelay", "git")],
 )
 def test_helpers_are_plain_scripts_on_this_interpreter(name: str, module: str) -> None:
-    """Each helper on PATH runs this environment's python and calls its module's main, with no re import."""
+    """Each helper on PATH runs this environment's python (the one pip wrote into ``tokenrelay``)
+    and calls its module's main, importing nothing but sys: its text is pinned because every line of
+    it costs start-up time on every pull and fetch."""
     lines = Path(script(name)).read_text().splitlines()
-    assert lines[0].startswith("#!")
-    interpreter = Path(lines[0][2:].strip())
+    assert lines[0] == "#!/bin/sh"
+    launcher = Path(script(name)).with_name("tokenrelay").read_text().splitlines()[0]
+    interpreter = Path(launcher[2:].strip())
     assert interpreter.parent == Path(sys.executable).parent
     assert interpreter.name.startswith("python")
-    code = [line for line in lines[1:] if line.strip() and not line.startswith("#")]
-    assert code == ["import sys", f"from tokenrelay.helpers.{module} import main", "sys.exit(main())"]
+    code = [line.strip() for line in lines[2:] if line.strip() and not line.startswith("#")]
+    assert code[0] == "import sys"
+    assert code[-2:] == [f"from tokenrelay.helpers.{module} import main", "sys.exit(main())"]
+    imports = {line.split()[1] for line in code if line.startswith(("import ", "from "))}
+    assert imports == {"sys", "tokenrelay", "site", f"tokenrelay.helpers.{module}"}
+
+
+DISTLIB_LAUNCHER = """#!/bin/sh
+'''exec' "{python}" "$0" "$@"
+' '''"""
+
+
+@pytest.mark.parametrize("launcher", ["#!{python}", DISTLIB_LAUNCHER])
+def test_helper_runs_the_launchers_interpreter_without_site(tmp_path: Path, launcher: str) -> None:
+    """The helper's /bin/sh line runs the interpreter named by the ``tokenrelay`` script beside it,
+    in either form pip writes (a plain ``#!`` line, or distlib's /bin/sh one for long paths), with
+    -S (no ``site``), -P, and the helper's own path and arguments."""
+    seen = tmp_path / "argv"
+    fake = tmp_path / "python"
+    fake.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > "{seen}"\n')
+    fake.chmod(0o755)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    helper = bin_dir / "docker-credential-tokenrelay"
+    shutil.copy(script("docker-credential-tokenrelay"), helper)
+    (bin_dir / "tokenrelay").write_text(launcher.format(python=fake) + "\nimport sys\n")
+    subprocess.run([str(helper), "get"], check=True)
+    assert seen.read_text().splitlines() == ["-S", "-P", str(helper), "get"]
+
+
+def test_helper_started_through_a_symlink_finds_its_interpreter(tmp_path: Path) -> None:
+    """A helper symlinked onto PATH from a venv still runs that venv's python and answers."""
+    link = tmp_path / "docker-credential-tokenrelay"
+    link.symlink_to(script("docker-credential-tokenrelay"))
+    result = subprocess.run([str(link), "version"], capture_output=True, text=True, check=True)
+    assert result.stdout.startswith("docker-credential-tokenrelay (tokenrelay) ")

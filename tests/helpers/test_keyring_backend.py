@@ -10,7 +10,7 @@ from keyring.errors import KeyringError
 from tokenrelay.helpers.keyring_backend import TokenRelayKeyring
 from tokenrelay.redact import fingerprint
 
-from .conftest import Stack
+from ..support.helpers import Stack
 
 
 @pytest.fixture

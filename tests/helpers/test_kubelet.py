@@ -19,7 +19,7 @@ from tokenrelay.helpers.source import Credential, CredentialError
 from tokenrelay.redact import fingerprint
 from tokenrelay.testing import jti, make_jwt
 
-from .conftest import Stack, run, script
+from ..support.helpers import Stack, run, script
 
 NOW = 1_800_000_000.0
 API = "credentialprovider.kubelet.k8s.io/v1"
@@ -47,9 +47,9 @@ class Calls:
         return Credential(token(audience, NOW - 600, NOW + 3000))  # an hour-long token, 10 min old
 
     def exchange(
-        self, auth_url: str, audience: str, identity: str, sa_token: str, timeout: float
+        self, *, auth_url: str, audience: str, identity: str, id_token: str, timeout: float
     ) -> tuple[str, None]:
-        self.exchanged.append((auth_url, audience, identity, fingerprint(sa_token)))
+        self.exchanged.append((auth_url, audience, identity, fingerprint(id_token)))
         return token(audience, NOW, NOW + 3600), None
 
 

@@ -18,7 +18,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import pytest
 
-from .conftest import Stack, TokenCheck, run, tiny_wheel
+from ..support.helpers import Stack, TokenCheck, run, tiny_wheel
 
 pytestmark = pytest.mark.e2e
 

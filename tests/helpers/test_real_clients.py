@@ -11,7 +11,7 @@ import pytest
 
 from tokenrelay.redact import fingerprint
 
-from .conftest import GIT_SHA, Stack, docker_config, require, run, script
+from ..support.helpers import GIT_SHA, Stack, docker_config, require, run, script
 
 pytestmark = pytest.mark.e2e
 

@@ -18,7 +18,8 @@ from tokenrelay.client import fetch_token
 from tokenrelay.redact import fingerprint
 from tokenrelay.testing import jti
 
-from .conftest import Upstream, free_port, require_tool, run_args, wait_for
+from ..support.production import Upstream, free_port, require_tool, run_args
+from ..support.waiting import eventually
 
 pytestmark = pytest.mark.e2e
 
@@ -113,14 +114,14 @@ async def test_sighup_rereads_config_and_refreshes(
         str(token_file),
     )
     async with daemon(args, tmp_path / "log") as running:
-        await wait_for(lambda: file_jti(token_file) == "t1", "the first token in the file")
+        await eventually(lambda: file_jti(token_file) == "t1", "the first token in the file")
         assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
         config.write_text('token_file_mode = "0640"\nlog_level = "debug"\n')
         running.process.send_signal(signal.SIGHUP)
-        await wait_for(lambda: file_jti(token_file) == "t2", "a new token after SIGHUP")
+        await eventually(lambda: file_jti(token_file) == "t2", "a new token after SIGHUP")
         assert stat.S_IMODE(token_file.stat().st_mode) == 0o640
         assert upstream.service.calls == 2
-        await wait_for(lambda: "configuration reloaded" in running.log_text(), "the reload log line")
+        await eventually(lambda: "configuration reloaded" in running.log_text(), "the reload log line")
     log = running.log_text()
     assert "token_file_mode" in log
     for token in upstream.service.issued:
@@ -145,8 +146,8 @@ async def test_sighup_with_a_broken_config_keeps_running(
         str(token_file),
     )
     async with daemon(args, tmp_path / "log") as running:
-        await wait_for(lambda: file_jti(token_file) == "t1", "the first token in the file")
+        await eventually(lambda: file_jti(token_file) == "t1", "the first token in the file")
         config.write_text("log_level = [broken\n")
         running.process.send_signal(signal.SIGHUP)
-        await wait_for(lambda: file_jti(token_file) == "t2", "a new token after SIGHUP")
+        await eventually(lambda: file_jti(token_file) == "t2", "a new token after SIGHUP")
         assert "configuration not reloaded" in running.log_text()

@@ -13,7 +13,7 @@ import yaml
 
 from tokenrelay.config import parse_args
 
-from .conftest import REPO
+from ..support.production import REPO
 
 DEPLOY = REPO / "deploy"
 OVERLAYS = ["base", "overlays/proxy", "overlays/job"]

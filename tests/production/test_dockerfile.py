@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import subprocess
 
-from .conftest import REPO, require_tool
+from ..support.production import REPO, require_tool
 
 DOCKERFILE = REPO / "Dockerfile"
 

@@ -7,10 +7,10 @@ import re
 
 from prometheus_client import CollectorRegistry
 
-from tokenrelay import config, docgen
+from tokenrelay import config, docgen, names
 from tokenrelay.metrics import Metrics
 
-from .conftest import REPO
+from ..support.production import REPO
 
 DOC = REPO / "docs" / "operations.md"
 SRC = REPO / "src" / "tokenrelay"
@@ -55,9 +55,16 @@ def _source_text() -> str:
     """All of tokenrelay's sources, with implicitly concatenated string literals joined."""
     text = "\n".join(path.read_text() for path in sorted(SRC.rglob("*.py")))
     text = re.sub(r"\"\s*\n\s*f?\"", "", text)
-    # the two constants that messages interpolate
-    return text.replace("{ENV_PREFIX}", config.ENV_PREFIX).replace(
-        "{_WHERE}", "--socket (env TOKENRELAY_SOCKET)"
+    # the constants that messages interpolate
+    return (
+        re.sub(
+            r"\{(where|flag|env)\('(\w+)'\)\}",
+            lambda m: str(getattr(names, m.group(1))(m.group(2))),
+            text,
+        )
+        .replace("{ENV_PREFIX}", names.ENV_PREFIX)
+        .replace("{_WHERE}", "--socket (env TOKENRELAY_SOCKET)")
+        .replace("{example}", "127.0.0.1:8080")  # loopback.parse_hostport's default example
     )
 
 

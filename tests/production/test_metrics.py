@@ -18,12 +18,13 @@ from tokenrelay.backoff import Backoff
 from tokenrelay.errors import ConfigError, TokenUnavailable
 from tokenrelay.exchanger import Exchanger
 from tokenrelay.idtoken import FileSource
-from tokenrelay.metrics import Metrics, MetricsServer
+from tokenrelay.metrics import Metrics
+from tokenrelay.probes import MetricsServer
 from tokenrelay.provider import TokenProvider, TokenProviders
 from tokenrelay.sts import Issued
 from tokenrelay.testing import FakeClock, make_jwt, refusal
 
-from .conftest import Upstream
+from ..support.production import Upstream
 
 API = "https://api.example.test"
 NO_WAIT = Backoff(base=0.0, cap=0.0)  # retry at once: each get() is one more attempt
@@ -221,7 +222,7 @@ async def test_metrics_port_in_use_names_the_flag() -> None:
 
 async def test_openmetrics_on_request(aiohttp_server: Callable[..., Awaitable[TestServer]]) -> None:
     """A scraper asking for OpenMetrics gets it."""
-    from tokenrelay.metrics import create_app
+    from tokenrelay.probes import create_app
 
     server = await aiohttp_server(create_app(CollectorRegistry(), lambda: None))
     async with (

@@ -15,7 +15,7 @@ from tokenrelay.jwtclaims import unverified_claims
 from tokenrelay.redact import fingerprint
 from tokenrelay.testing import jti, refusal
 
-from .conftest import Upstream, require_tool, run_args
+from ..support.production import Upstream, require_tool, run_args
 
 pytestmark = pytest.mark.e2e
 

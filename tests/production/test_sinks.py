@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tokenrelay.sinks import FileSink, SinkError, write_atomic
+from tokenrelay.errors import SinkError
+from tokenrelay.files import write_atomic
+from tokenrelay.sinks import FileSink
 from tokenrelay.sts import Issued
 from tokenrelay.token import Token
 

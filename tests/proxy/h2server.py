@@ -20,7 +20,10 @@ from h2.connection import H2Connection
 from h2.events import DataReceived, RequestReceived, StreamEnded, StreamReset, WindowUpdated
 from h2.exceptions import ProtocolError
 
+from tokenrelay.proxy import ProxyServer
 from tokenrelay.testing import jti
+
+from ..support.proxy import Observed, Tokens
 
 Headers = list[tuple[bytes, bytes]]
 
@@ -217,3 +220,15 @@ class _Conn(asyncio.Protocol):
             self.flush()
         finally:
             del self.windows[sid]
+
+
+@dataclass
+class H2Proxied:
+    echo: H2Echo
+    tokens: Tokens
+    proxy: ProxyServer
+    observed: Observed
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.proxy.port}"

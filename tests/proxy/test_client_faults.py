@@ -12,7 +12,7 @@ import pytest
 
 from tokenrelay.testing import FakeClock
 
-from .conftest import Echo, Handler, Proxied, StartProxy, Tokens, body_of, raw
+from ..support.proxy import Echo, Handler, Proxied, StartProxy, Tokens, body_of, raw
 
 
 async def test_head_answered_401_is_retried_without_waiting_for_a_body(proxied: Proxied) -> None:

@@ -18,7 +18,7 @@ import pytest
 
 from tokenrelay.testing import FakeTokenService, make_jwt
 
-from .conftest import Echo, ServerFactory
+from ..support.proxy import Echo, ServerFactory
 
 pytestmark = pytest.mark.e2e
 

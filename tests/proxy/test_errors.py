@@ -10,7 +10,7 @@ import aiohttp
 
 from tokenrelay import aip193
 
-from .conftest import Echo, Handler, Observed, Proxied, StartProxy, Tokens, body_of, raw
+from ..support.proxy import Echo, Handler, Observed, Proxied, StartProxy, Tokens, body_of, raw
 
 
 def reason_of(payload: dict[str, object]) -> tuple[object, object, object]:

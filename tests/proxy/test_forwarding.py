@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 import aiohttp
 from yarl import URL
 
-from .conftest import Proxied, body_of, raw
+from ..support.proxy import Proxied, body_of, raw
 
 
 async def test_injects_token_and_drops_hop_by_hop_headers(proxied: Proxied) -> None:

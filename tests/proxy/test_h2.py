@@ -19,9 +19,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from tokenrelay.proxy.h2_upstream import GoawayKeepsStreams
 
-from .conftest import Echo, H2Proxied, Observed, Proxied, ServerFactory, StartProxy, Tokens
+from ..support.proxy import Echo, Observed, Proxied, ServerFactory, StartProxy, Tokens
 from .h2client import Answer, RawH2
-from .h2server import H2Echo
+from .h2server import H2Echo, H2Proxied
 from .test_tls import _cert, _pem
 
 

@@ -18,7 +18,7 @@ from google.protobuf import wrappers_pb2
 
 from tokenrelay.testing import FakeTokenService, make_jwt
 
-from .conftest import ServerFactory
+from ..support.proxy import ServerFactory
 from .grpcserver import SERVICE, GrpcEcho
 from .test_e2e import TOKENRELAY, MiB, free_port, peak_rss
 

@@ -12,7 +12,7 @@ import pytest
 
 from tokenrelay.testing import FakeClock
 
-from .conftest import Echo, Observed, Proxied, StartProxy, Tokens, body_of, raw
+from ..support.proxy import Echo, Observed, Proxied, StartProxy, Tokens, body_of, raw
 
 
 async def test_too_many_headers_and_too_large_head_get_431(proxied: Proxied) -> None:

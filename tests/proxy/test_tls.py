@@ -13,7 +13,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from .conftest import Echo, ServerFactory, StartProxy, Tokens
+from ..support.proxy import Echo, ServerFactory, StartProxy, Tokens
 
 
 def _cert(

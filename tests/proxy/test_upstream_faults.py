@@ -15,7 +15,7 @@ from tokenrelay.proxy.bearer import REJECT_INTERVAL
 from tokenrelay.proxy.downstream import ClientConnection
 from tokenrelay.testing import FakeClock
 
-from .conftest import Echo, Handler, Observed, StartProxy, Tokens, body_of, raw
+from ..support.proxy import Echo, Handler, Observed, StartProxy, Tokens, body_of, raw
 
 RawUpstream = Callable[[Handler], Awaitable[str]]
 

@@ -56,9 +56,9 @@ class Fetches:
         return Credential(TOKEN)
 
     def exchange(
-        self, auth_url: str, audience: str, identity: str, sa_token: str, timeout: float
+        self, *, auth_url: str, audience: str, identity: str, id_token: str, timeout: float
     ) -> tuple[str, float | None]:
-        assert sa_token.strip() and sa_token in SA_TOKEN  # only ever the request's own token
+        assert id_token.strip() and id_token in SA_TOKEN  # only ever the request's own token
         self.exchanged.append((audience, identity))
         return EXCHANGED, None
 

@@ -15,10 +15,10 @@ import pytest
 from tokenrelay import aip193, client
 from tokenrelay.client import LocalApiError
 from tokenrelay.config import Settings
-from tokenrelay.daemon import SocketServer
+from tokenrelay.localapi import SocketServer
 from tokenrelay.peercred import Peer, Policy
 
-from .conftest import API, ServeSocket, StaticTokens
+from ..support.security import API, ServeSocket, StaticTokens
 
 NOBODY = 65534
 OTHER_GROUP = 4242
@@ -176,7 +176,8 @@ def test_gate_on_uvloop(short_dir: Path) -> None:
                 socket=str(short_dir / f"uv{allow[0]}.sock"),
                 socket_allow_uid=allow,
             )
-            server = SocketServer(config, StaticTokens())  # type: ignore[arg-type]
+            tokens = StaticTokens()
+            server = SocketServer(config, tokens, tokens.ready)
             await server.start()
             try:
                 outcomes.append((await fetch(config.socket)).audience)

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from tokenrelay.testing import jti, make_jwt
 
-from .conftest import (
+from ..support.security import (
     OVERSIZED,
     OVERSIZED_IDS,
     TokenService,

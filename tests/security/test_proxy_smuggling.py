@@ -17,7 +17,7 @@ import pytest
 
 from tokenrelay.proxy import ProxyServer
 
-from .conftest import StaticTokens
+from ..support.security import StaticTokens
 
 
 @dataclass

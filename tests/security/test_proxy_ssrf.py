@@ -23,7 +23,7 @@ from tokenrelay.proxy import Limits, ProxyServer
 from tokenrelay.proxy.bearer import header_line
 from tokenrelay.proxy.target import Target
 
-from .conftest import StaticTokens, WireServer
+from ..support.security import StaticTokens, WireServer
 
 BASE = b"/base"
 

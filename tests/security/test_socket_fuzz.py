@@ -19,7 +19,15 @@ from hypothesis import HealthCheck, given, settings
 from tokenrelay import client
 from tokenrelay.testing import make_jwt
 
-from .conftest import OVERSIZED, OVERSIZED_IDS, TokenService, hostile_payloads, hostile_requests, rss, send
+from ..support.security import (
+    OVERSIZED,
+    OVERSIZED_IDS,
+    TokenService,
+    hostile_payloads,
+    hostile_requests,
+    rss,
+    send,
+)
 
 FUZZ = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 RSS_GROWTH_LIMIT = 32 * 1024 * 1024

@@ -6,7 +6,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 
-from ..helpers.hosts import HOSTS_ENV, Host, HostsError, load
+from ..errors import HostsError
+from ..helpers.hosts import Host, load
+from ..names import HOSTS_ENV
 from . import gitconfig, pipkeyring, registries
 from .report import Check, failed, passed, skipped
 

@@ -15,6 +15,7 @@ import aiohttp
 
 from .. import idtoken
 from ..config import Settings
+from ..daemon import id_token_source
 from ..errors import ConfigError, IdTokenError
 from ..jwtclaims import numeric_claim, unverified_claims
 from ..redact import fingerprint
@@ -54,7 +55,7 @@ async def check(
 ) -> tuple[list[Check], OidcToken | None]:
     source, where = settings.id_token_source, _where(settings)
     try:
-        reader = idtoken.from_settings(settings, session, environ)
+        reader = id_token_source(settings, session, environ)
         if isinstance(reader, idtoken.FileSource | idtoken.EnvSource | idtoken.GitHubActionsSource):
             reader.wall = _never
         value = (await reader.read()).value

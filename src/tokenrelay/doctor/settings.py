@@ -6,7 +6,7 @@ import argparse
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
-from .. import config
+from .. import config, names
 from ..config import Settings
 from ..errors import ConfigError
 from .report import Check, failed, passed, skipped, warning
@@ -47,7 +47,7 @@ def check(args: argparse.Namespace, environ: Mapping[str, str]) -> tuple[list[Ch
 
 
 def _anything_given(args: argparse.Namespace, environ: Mapping[str, str]) -> bool:
-    if getattr(args, "config", None) or environ.get(config.ENV_PREFIX + "CONFIG"):
+    if getattr(args, "config", None) or environ.get(names.ENV_PREFIX + "CONFIG"):
         return True
     return any(getattr(args, o.name, None) is not None or environ.get(o.env) for o in REQUIRED)
 

@@ -17,16 +17,17 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 
+from ..loopback import parse_hostport
+
 DEFAULT_LISTEN = "127.0.0.1:8787"
 URL_ENV = "TOKENRELAY_EMULATOR_URL"
 
 
 def _hostport(text: str) -> tuple[str, int]:
-    host, sep, port = text.rpartition(":")
-    host = host.strip("[]")
-    if not sep or not host or not port.isdigit() or int(port) > 65535:
-        raise argparse.ArgumentTypeError(f"{text!r} is not HOST:PORT, e.g. {DEFAULT_LISTEN}")
-    return host, int(port)
+    try:
+        return parse_hostport(text, DEFAULT_LISTEN)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _seconds(text: str) -> float:

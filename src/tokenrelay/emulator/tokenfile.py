@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from ..backoff import Backoff
-from ..jwtclaims import numeric_claim, unverified_claims
+from ..lifetime import lifetime_of
 from ..redact import fingerprint
 
 log = logging.getLogger("tokenrelay.emulator.tokenfile")
@@ -60,9 +60,7 @@ class RotatingTokenFile:
     async def rotate(self) -> float:
         """Write a fresh token now; its lifetime in seconds (``exp - iat``)."""
         token = await self._mint()
-        claims = unverified_claims(token) or {}
-        exp, iat = numeric_claim(claims, "exp"), numeric_claim(claims, "iat")
-        lifetime = exp - iat if exp is not None and iat is not None else 3600.0
+        lifetime = lifetime_of(token, None, time.time())
         self._write(token)
         self.rotations += 1
         log.info(

@@ -26,6 +26,24 @@ if TYPE_CHECKING:
         ) -> int: ...
 
 
+def failure_line(exc: Exception, *, unreadable: str, not_text: str) -> str:
+    """The one line a helper prints when ``handle`` fails, the same ladder for every helper: what the
+    client sent that cannot be read, what to fix, or an internal error (never a traceback).
+
+    ``unreadable`` says who sent what (``git sent input this helper cannot read``); ``not_text`` is
+    the line for input that is not UTF-8.
+    """
+    from ..errors import CredentialError, InputError, RequestError
+
+    if isinstance(exc, UnicodeDecodeError):
+        return f"tokenrelay: {not_text}\n"
+    if isinstance(exc, InputError | RequestError):
+        return f"tokenrelay: {unreadable}: {exc}\n"
+    if isinstance(exc, CredentialError):  # HostsError included
+        return f"tokenrelay: {exc}\n"
+    return f"tokenrelay: internal error ({type(exc).__name__}); please report it\n"
+
+
 def run_main(handle: Handle) -> int:
     """A helper executable: ``argv[1]`` is the action, the real streams are wired to ``handle``.
 

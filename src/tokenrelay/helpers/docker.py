@@ -15,13 +15,13 @@ together they cost more than the rest of its run, so its one JSON object is writ
 
 from __future__ import annotations
 
-import os
 import sys
 
-from .._version import __version__
-from . import run_main
-from .hosts import HostsError, load, match
-from .source import Credential, CredentialError, fetcher
+from ..procenv import environ as process_environ
+from . import failure_line, run_main
+from .credential import USERNAME, Credential
+from .hosts import load, match
+from .source import fetcher
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     from typing import TextIO
 
 NOT_FOUND = "credentials not found in native keychain"
-USERNAME = "_token"  # not "<token>": that would make clients start an OAuth2 refresh-token grant
 MAX_INPUT = 64 * 1024
 PROG = "docker-credential-tokenrelay"
 
@@ -48,7 +47,7 @@ def handle(
     stderr: TextIO | None = None,
 ) -> int:
     """Run one protocol action; the exit status. Never raises, never prints a traceback."""
-    env = os.environ if environ is None else environ
+    env = process_environ() if environ is None else environ
     try:
         if action == "get":
             return _get(stdin.read(MAX_INPUT + 1), stdout, env, fetch or fetcher(env, expiry=False), stderr)
@@ -63,22 +62,23 @@ def handle(
             stdout.write("\n")
             return 0
         if action == "version":
+            from .._version import __version__
+
             stdout.write(f"{PROG} (tokenrelay) {__version__}\n")
             return 0
-        return _fail(f"unknown action {action!r}; usage: {PROG} get|store|erase|list|version", stdout, stderr)
-    except (HostsError, CredentialError) as exc:
-        return _fail(str(exc), stdout, stderr)
-    except UnicodeDecodeError:
-        return _fail(
-            "stdin is not UTF-8 text; it should be a server such as registry.example.com", stdout, stderr
+        usage = f"{PROG} get|store|erase|list|version"
+        return _fail(f"tokenrelay: unknown action {action!r}; usage: {usage}\n", stdout, stderr)
+    except Exception as exc:  # the client shows our stdout as the error: one line, never a traceback
+        line = failure_line(
+            exc,
+            unreadable="the client sent input this helper cannot read",
+            not_text="stdin is not UTF-8 text; it should be a server such as registry.example.com",
         )
-    except Exception as exc:  # the client shows our output as the error: one line, never a traceback
-        return _fail(f"internal error ({type(exc).__name__}); please report it", stdout, stderr)
+        return _fail(line, stdout, stderr)
 
 
-def _fail(reason: str, stdout: TextIO, stderr: TextIO | None) -> int:
+def _fail(line: str, stdout: TextIO, stderr: TextIO | None) -> int:
     """Report a failure where every client looks: stdout (the protocol) and stderr (the docker CLI)."""
-    line = f"tokenrelay: {reason}\n"
     stdout.write(line)
     if stderr is not None:
         stderr.write(line)
@@ -94,9 +94,9 @@ def _get(
 ) -> int:
     server = server_text.strip()
     if not server or len(server_text) > MAX_INPUT:
+        got = "nothing" if not server else "over 64 KiB"
         return _fail(
-            "expected a server such as registry.example.com on stdin, got "
-            f"{'nothing' if not server else 'over 64 KiB'}",
+            f"tokenrelay: expected a server such as registry.example.com on stdin, got {got}\n",
             stdout,
             stderr,
         )

@@ -21,25 +21,27 @@ import stat
 import time
 from pathlib import Path
 
-from .source import Credential, CredentialError
+from ..names import DEFAULT_EXCHANGE_TIMEOUT, env, where
+from .credential import Credential, CredentialError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import urllib.request
     from collections.abc import Callable, Mapping
 
-AUTH_URL_ENV = "TOKENRELAY_AUTH_URL"
-IDENTITY_ENV = "TOKENRELAY_IDENTITY"
-ID_TOKEN_FILE_ENV = "TOKENRELAY_ID_TOKEN_FILE"
-ID_TOKEN_ENV_ENV = "TOKENRELAY_ID_TOKEN_ENV"
-TIMEOUT_ENV = "TOKENRELAY_EXCHANGE_TIMEOUT"
+    from .credential import Exchange
+
+AUTH_URL_ENV = env("auth_url")
+IDENTITY_ENV = env("identity")
+ID_TOKEN_FILE_ENV = env("id_token_file")
+ID_TOKEN_ENV_ENV = env("id_token_env")
+TIMEOUT_ENV = env("exchange_timeout")
 HINT = (
     f"or set {AUTH_URL_ENV}, {IDENTITY_ENV} and {ID_TOKEN_FILE_ENV} (or {ID_TOKEN_ENV_ENV}) "
     "to exchange without a sidecar"
 )
 
 MIN_REMAINING = 300.0  # reuse a cached token only while at least this much of its life is left
-DEFAULT_LIFETIME = 3600.0  # the upstream's documented lifetime, when the token does not say
-DEFAULT_TIMEOUT = 10.0
 MAX_BYTES = 1 << 20  # of a cache file
 
 
@@ -54,7 +56,7 @@ def fetch(
     environ: Mapping[str, str],
     *,
     wall: Callable[[], float] = time.time,
-    exchange: Callable[[str, str, str, str, float], tuple[str, float | None]] | None = None,
+    exchange: Exchange | None = None,
 ) -> Credential:
     """A token for ``audience`` from the cache, else from a fresh exchange; raises CredentialError."""
     auth_url = auth_url_from(environ)
@@ -67,7 +69,13 @@ def fetch(
         return cached
     id_token = read_id_token(environ, now)
     do_exchange = exchange or exchange_token
-    token, expiry = do_exchange(auth_url, audience, identity, id_token, timeout_from(environ))
+    token, expiry = do_exchange(
+        auth_url=auth_url,
+        audience=audience,
+        identity=identity,
+        id_token=id_token,
+        timeout=timeout_from(environ),
+    )
     expiry = token_expiry(token, expiry, now)
     store_cached(directory, path, token, expiry)
     return credential(token, expiry)
@@ -75,11 +83,16 @@ def fetch(
 
 def auth_url_from(environ: Mapping[str, str]) -> str:
     """The token service's base URL, without a trailing slash; raises CredentialError."""
+    from ..rules import http_url
+
     auth_url = (environ.get(AUTH_URL_ENV) or "").strip().rstrip("/")
     if not auth_url.startswith(("https://", "http://")):
         shown = f", not {auth_url!r}" if auth_url else ""
-        raise CredentialError(f"--auth-url (env {AUTH_URL_ENV}) must be an http:// or https:// URL{shown}")
-    return auth_url
+        raise CredentialError(f"{where('auth_url')} must be an http:// or https:// URL{shown}")
+    try:  # the sidecar's own rule for the same variable
+        return http_url(auth_url)
+    except ValueError as exc:
+        raise CredentialError(f"{where('auth_url')}: {exc}") from None
 
 
 def credential(token: str, expiry: float) -> Credential:
@@ -89,25 +102,22 @@ def credential(token: str, expiry: float) -> Credential:
 
 
 def token_expiry(token: str, stated: float | None, now: float) -> float:
-    """The token's ``exp`` claim, else the service's ``expiry``, else the documented hour."""
-    from ..jwtclaims import numeric_claim, unverified_claims
+    """When the token expires, as a Unix time: ``now`` plus its life by ``lifetime.lifetime_of``."""
+    from ..lifetime import lifetime_of
 
-    claims = unverified_claims(token)
-    expiry = numeric_claim(claims, "exp") if claims else None
-    return expiry or stated or now + DEFAULT_LIFETIME
+    return now + lifetime_of(token, stated, now)
 
 
 def timeout_from(environ: Mapping[str, str]) -> float:
+    from ..rules import seconds
+
     raw = environ.get(TIMEOUT_ENV)
     if not raw:
-        return DEFAULT_TIMEOUT
-    try:
-        value = float(raw)
-    except ValueError:
-        raise CredentialError(f"{TIMEOUT_ENV}={raw!r} is not a number of seconds") from None
-    if not 0 < value < 600:
-        raise CredentialError(f"{TIMEOUT_ENV}={raw!r} must be more than 0 and less than 600 seconds")
-    return value
+        return DEFAULT_EXCHANGE_TIMEOUT
+    try:  # the sidecar's own rule and bounds for the same variable
+        return seconds(raw)
+    except ValueError as exc:
+        raise CredentialError(f"{TIMEOUT_ENV}: {exc}") from None
 
 
 # -- the OIDC token ----------------------------------------------------------------------------
@@ -135,7 +145,7 @@ def read_id_token(environ: Mapping[str, str], now: float) -> str:
 
 
 def exchange_token(
-    auth_url: str, audience: str, identity: str, id_token: str, timeout: float
+    *, auth_url: str, audience: str, identity: str, id_token: str, timeout: float
 ) -> tuple[str, float | None]:
     """``GET {auth_url}/sts/exchange``: the API token and the service's stated expiry, if any.
 
@@ -154,11 +164,7 @@ def exchange_token(
         headers={"Authorization": f"Bearer {id_token}", "Accept": "application/json"},
     )
 
-    class NoRedirect(urllib.request.HTTPRedirectHandler):
-        def redirect_request(self, *args: object, **kwargs: object) -> None:
-            return None  # urllib then raises HTTPError for the 3xx, reported by stsanswer.refusal
-
-    opener = urllib.request.build_opener(NoRedirect)
+    opener = urllib.request.build_opener(_no_redirect_handler())
     try:
         with opener.open(request, timeout=timeout) as response:
             raw = response.read(stsanswer.MAX_ANSWER_BYTES + 1)
@@ -188,6 +194,24 @@ def exchange_token(
     except OSError as exc:
         raise CredentialError(f"cannot talk to the token service at {url}: {exc.strerror or exc}") from None
     return token, stated
+
+
+def _no_redirect_handler() -> urllib.request.HTTPRedirectHandler:
+    """A redirect handler that follows nothing: urllib then raises HTTPError for the 3xx, reported
+    by stsanswer.refusal. The class is made once, on the first exchange (urllib loads only then)."""
+    global _NO_REDIRECT
+    if _NO_REDIRECT is None:
+        import urllib.request
+
+        class NoRedirect(urllib.request.HTTPRedirectHandler):
+            def redirect_request(self, *args: object, **kwargs: object) -> None:
+                return None
+
+        _NO_REDIRECT = NoRedirect
+    return _NO_REDIRECT()
+
+
+_NO_REDIRECT: type[urllib.request.HTTPRedirectHandler] | None = None
 
 
 # -- the cache ---------------------------------------------------------------------------------
@@ -231,19 +255,12 @@ def load_cached(path: Path, now: float) -> Credential | None:
 
 def store_cached(directory: Path, path: Path, token: str, expiry: float) -> None:
     """Write the cache file atomically; a cache that cannot be written only costs the next run time."""
+    from ..files import write_atomic
+
     if not _private_dir(directory):
         return
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
-    try:
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "w") as f:
-            json.dump({"token": token, "expiry": expiry}, f)
-            f.flush()
-            os.fsync(f.fileno())
-        temporary.replace(path)
-    except OSError:
-        with contextlib.suppress(OSError):
-            temporary.unlink()
+    with contextlib.suppress(OSError):
+        write_atomic(path, json.dumps({"token": token, "expiry": expiry}).encode(), 0o600)
 
 
 def _private_dir(directory: Path) -> bool:

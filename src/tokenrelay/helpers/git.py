@@ -12,24 +12,21 @@ Errors go to stderr (git shows them) with exit status 1.
 
 from __future__ import annotations
 
-import os
 import sys
 
-from . import run_main
-from .hosts import HostsError, load, match
-from .source import Credential, CredentialError, fetcher
+from ..errors import InputError
+from ..procenv import environ as process_environ
+from . import failure_line, run_main
+from .credential import USERNAME, Credential, CredentialError
+from .hosts import load, match
+from .source import fetcher
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
     from typing import TextIO
 
-USERNAME = "_token"
 MAX_INPUT = 1 << 20
-
-
-class InputError(ValueError):
-    """stdin is not git's key=value format."""
 
 
 def parse(text: str) -> dict[str, list[str]]:
@@ -77,7 +74,7 @@ def handle(
     stderr: TextIO | None = None,
 ) -> int:
     """Run one protocol action; the exit status. Never raises, never prints a traceback."""
-    env = os.environ if environ is None else environ
+    env = process_environ() if environ is None else environ
     err = stderr if stderr is not None else sys.stderr
     try:
         text = stdin.read(MAX_INPUT + 1)
@@ -94,14 +91,14 @@ def handle(
             return 0
         stdout.write(answer(attributes, (fetch or fetcher(env))(host.audience)))
         return 0
-    except InputError as exc:
-        err.write(f"tokenrelay: git sent input this helper cannot read: {exc}\n")
-    except UnicodeDecodeError:
-        err.write("tokenrelay: git sent input that is not UTF-8 text\n")
-    except (HostsError, CredentialError) as exc:
-        err.write(f"tokenrelay: {exc}\n")
     except Exception as exc:  # git shows stderr to the user: one line, never a traceback
-        err.write(f"tokenrelay: internal error ({type(exc).__name__}); please report it\n")
+        err.write(
+            failure_line(
+                exc,
+                unreadable="git sent input this helper cannot read",
+                not_text="git sent input that is not UTF-8 text",
+            )
+        )
     return 1
 
 

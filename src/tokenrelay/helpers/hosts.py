@@ -10,16 +10,14 @@ run goes through here before it can answer.
 
 from __future__ import annotations
 
-import os
-
-from ..loopback import is_loopback
+from ..errors import HostsError
+from ..names import CONFIG_ENV, HOSTS_ENV
+from ..procenv import environ as process_environ
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
 
-HOSTS_ENV = "TOKENRELAY_HOSTS"
-CONFIG_ENV = "TOKENRELAY_CONFIG"
 EXAMPLE = "e.g. registry.example.com, 127.0.0.1:5000 or git.example.com=https://git.example.com"
 
 _DEFAULT_PORTS = {"https": "443", "http": "80"}
@@ -27,10 +25,6 @@ _DEFAULT_PORTS = {"https": "443", "http": "80"}
 _ALIASES = {"index.docker.io": "docker.io", "registry-1.docker.io": "docker.io"}
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-._")
 _IPV6_CHARS = frozenset("0123456789abcdef:.")
-
-
-class HostsError(Exception):
-    """The host list is malformed; the message names where it came from and what to fix."""
 
 
 class Host:
@@ -133,7 +127,7 @@ def parse_list(entries: Iterable[str], where: str) -> tuple[Host, ...]:
 
 def load(environ: Mapping[str, str] | None = None) -> tuple[Host, ...]:
     """The configured hosts (possibly none); raises HostsError naming the variable or file to fix."""
-    env = os.environ if environ is None else environ
+    env = process_environ() if environ is None else environ
     raw = env.get(HOSTS_ENV)
     if raw is not None:
         return parse_list([raw], HOSTS_ENV)
@@ -204,7 +198,7 @@ def match(hosts: Iterable[Host], server: str, scheme: str | None = None) -> Host
     target = parse_server(server, scheme)
     if target is None:
         return None
-    if target.scheme == "http" and not is_loopback(target.name):
+    if target.scheme == "http" and not _is_loopback(target.name):
         return None
     default = _DEFAULT_PORTS[target.scheme or "https"]
     effective = target.port or default
@@ -218,3 +212,10 @@ def match(hosts: Iterable[Host], server: str, scheme: str | None = None) -> Host
         elif host.port == effective:
             return host
     return None
+
+
+def _is_loopback(host: str) -> bool:
+    # imported here: only plain-http servers ask, and every helper run that does not saves a module
+    from ..loopback import is_loopback
+
+    return is_loopback(host)

@@ -15,10 +15,11 @@ from keyring.compat import properties
 from keyring.credentials import SimpleCredential
 from keyring.errors import KeyringError
 
-from .hosts import HostsError, load, match
-from .source import CredentialError, fetch
+from ..errors import HostsError
+from .credential import USERNAME, CredentialError
+from .hosts import load, match
+from .source import fetch
 
-USERNAME = "_token"
 # Above SecretService (5), KWallet (5.1), macOS and Windows (5): a configured host is ours first.
 PRIORITY = 9.0
 

@@ -21,7 +21,11 @@ import os
 import sys
 import time
 
-from ..client import SOCKET_ENV
+from ..errors import RequestError
+from ..lifetime import DEFAULT_LIFETIME, EARLIEST_REFRESH
+from ..names import HOSTS_ENV, SOCKET_ENV
+from . import failure_line
+from .credential import USERNAME, Credential, CredentialError
 from .fallback import (
     AUTH_URL_ENV,
     IDENTITY_ENV,
@@ -31,8 +35,8 @@ from .fallback import (
     timeout_from,
     token_expiry,
 )
-from .hosts import HOSTS_ENV, HostsError, load, match
-from .source import Credential, CredentialError, fetcher
+from .hosts import load, match
+from .source import fetcher
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -40,17 +44,11 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
     from typing import Any, TextIO
 
+    from .credential import Exchange
+
 API_VERSION = "credentialprovider.kubelet.k8s.io/v1"
 IDENTITY_ANNOTATION = "tokenrelay.dev/identity"
-USERNAME = "_token"
-# The sidecar refreshes at half a token's life, jittered by ±10% of that: 45% is its earliest.
-EARLIEST_REFRESH = 0.45
-DEFAULT_LIFETIME = 3600.0
 MAX_INPUT = 1 << 20
-
-
-class RequestError(ValueError):
-    """kubelet's request is not one this provider understands."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -92,7 +90,7 @@ def handle(
     *,
     environ: Mapping[str, str] | None = None,
     fetch: Callable[[str], Credential] | None = None,
-    exchange: Callable[[str, str, str, str, float], tuple[str, float | None]] | None = None,
+    exchange: Exchange | None = None,
     wall: Callable[[], float] = time.time,
 ) -> int:
     """Answer one request; the exit status. Never raises, never prints a traceback."""
@@ -102,14 +100,14 @@ def handle(
         response = respond(
             request, env, fetch=fetch or fetcher(env), exchange=exchange or exchange_token, wall=wall
         )
-    except RequestError as exc:
-        stderr.write(f"tokenrelay: kubelet sent a request this provider cannot read: {exc}\n")
-    except (HostsError, CredentialError) as exc:
-        stderr.write(f"tokenrelay: {exc}\n")
-    except UnicodeDecodeError:
-        stderr.write("tokenrelay: kubelet sent a request that is not UTF-8 text\n")
     except Exception as exc:  # kubelet logs stderr: one line, never a traceback
-        stderr.write(f"tokenrelay: internal error ({type(exc).__name__}); please report it\n")
+        stderr.write(
+            failure_line(
+                exc,
+                unreadable="kubelet sent a request this provider cannot read",
+                not_text="kubelet sent a request that is not UTF-8 text",
+            )
+        )
     else:
         json.dump(response, stdout)
         stdout.write("\n")
@@ -160,7 +158,7 @@ def respond(
     environ: Mapping[str, str],
     *,
     fetch: Callable[[str], Credential],
-    exchange: Callable[[str, str, str, str, float], tuple[str, float | None]],
+    exchange: Exchange,
     wall: Callable[[], float] = time.time,
 ) -> dict[str, Any]:
     """The CredentialProviderResponse for a checked request."""
@@ -191,7 +189,7 @@ def _exchange_service_account(
     sa_token: str,
     audience: str,
     environ: Mapping[str, str],
-    exchange: Callable[[str, str, str, str, float], tuple[str, float | None]],
+    exchange: Exchange,
     now: float,
 ) -> Credential:
     annotations = request.get("serviceAccountAnnotations") or {}
@@ -202,7 +200,13 @@ def _exchange_service_account(
             f"or pass --identity (env {IDENTITY_ENV}) in the provider's args"
         )
     auth_url = auth_url_from(environ)
-    token, stated = exchange(auth_url, audience, identity, sa_token, timeout_from(environ))
+    token, stated = exchange(
+        auth_url=auth_url,
+        audience=audience,
+        identity=identity,
+        id_token=sa_token,
+        timeout=timeout_from(environ),
+    )
     return credential(token, token_expiry(token, stated, now))
 
 

@@ -8,9 +8,11 @@ authority: its refusal is reported, not worked around.
 
 from __future__ import annotations
 
-import os
-
 from ..client import LocalApiError, fetch_token, fetch_token_text, socket_path
+from ..procenv import environ as process_environ
+from .credential import Credential, CredentialError
+
+__all__ = ["Credential", "CredentialError", "fetch", "fetcher"]
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -20,45 +22,13 @@ if TYPE_CHECKING:
 SOCKET_TIMEOUT = 15.0
 
 
-class CredentialError(Exception):
-    """No token could be had; the message says what to fix and never holds a secret."""
-
-
-class Credential:
-    """A token and, when known, its expiry; the timing is read from the token only when asked."""
-
-    __slots__ = ("_expire_time", "token")
-
-    def __init__(self, token: str, expire_time: str | None = None) -> None:
-        self.token = token
-        self._expire_time = expire_time  # ISO 8601, as the local API sends it
-
-    def __repr__(self) -> str:
-        return f"Credential(expire_time={self._expire_time!r})"
-
-    def times(self) -> tuple[float | None, float | None]:
-        """``(issued_at, expires_at)`` as Unix times, each None when unknown."""
-        from ..jwtclaims import numeric_claim, unverified_claims
-
-        claims = unverified_claims(self.token) or {}
-        issued, expires = numeric_claim(claims, "iat"), numeric_claim(claims, "exp")
-        if expires is None and self._expire_time:
-            from ..timestamps import parse_timestamp
-
-            try:
-                expires = parse_timestamp(self._expire_time)
-            except ValueError:
-                expires = None
-        return issued, expires
-
-
 def fetch(audience: str, environ: Mapping[str, str] | None = None, *, expiry: bool = True) -> Credential:
     """A token for ``audience``; raises CredentialError.
 
     ``expiry=False`` asks the sidecar for the bare token: quicker to decode, for a caller that never
     asks the credential's ``times()`` (which then reads them from the token alone).
     """
-    env = os.environ if environ is None else environ
+    env = process_environ() if environ is None else environ
     path = socket_path(environ=env)
     try:
         if not expiry:
@@ -72,8 +42,6 @@ def fetch(audience: str, environ: Mapping[str, str] | None = None, *, expiry: bo
         if fallback.configured(env):
             return fallback.fetch(audience, env)
         raise CredentialError(f"{exc}; {fallback.HINT}") from None
-    except (ValueError, IndexError):
-        raise CredentialError(f"the process at {path} answered something that is not HTTP") from None
     return Credential(reply.token, reply.expire_time)
 
 

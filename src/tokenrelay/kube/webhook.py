@@ -32,7 +32,7 @@ from aiohttp import web
 from cryptography import x509
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from .. import localapi
+from .. import probes
 from ..errors import ConfigError
 from . import admission, certs, mutation, settings
 
@@ -207,9 +207,8 @@ class Webhook:
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=4 * 1024 * 1024)  # the API server sends at most 3 MiB
-        app[localapi.READY] = self.ready
         app.router.add_post("/mutate", self.mutate)
-        localapi.health_routes(app)
+        probes.health_routes(app, self.ready)
         return app
 
 
@@ -248,7 +247,7 @@ async def cluster_version() -> tuple[int, int] | None:
 
 async def serve(config: WebhookSettings, stop: asyncio.Event | None = None) -> int:
     """Run the webhook until ``stop`` is set (or SIGTERM/SIGINT)."""
-    from .. import metrics as tr_metrics
+    from .. import probes
 
     registry = CollectorRegistry()
     webhook = Webhook(config, WebhookMetrics(registry))
@@ -305,7 +304,7 @@ async def serve(config: WebhookSettings, stop: asyncio.Event | None = None) -> i
     log.info("webhook serving", extra={"listen": f"https://{config.listen[0]}:{port}/mutate"})
     metrics_server = None
     if config.metrics_listen is not None:
-        metrics_server = tr_metrics.MetricsServer(config.metrics_listen, registry, webhook.ready)
+        metrics_server = probes.MetricsServer(config.metrics_listen, registry, webhook.ready)
         await metrics_server.start()
     task = asyncio.create_task(upkeep(webhook))
     try:

@@ -1,10 +1,10 @@
-"""The Authorization line the proxy injects, asked of the token source only when it may have changed.
+"""The Authorization line the proxy injects: a memo of the header line for the current token.
 
-Asking the TokenSource costs an ``await``, which on the proxy's hot path would mean a task per
-request. The provider hands out the same token until its refresh point, so the proxy keeps that
-token and its encoded header line until then, and afterwards asks again at most once a second
-(the provider refreshes in the background meanwhile). A 401 goes through ``reject``, which is
-single-flight with every other caller.
+The token itself comes from ``TokenSource.current``, the synchronous fast path the local API shares:
+it hands out the held token without an ``await`` (which on the proxy's hot path would mean a task
+per request) and starts the refresh when the token is stale. Only the encoding of the header line is
+kept here, once per token. A 401 goes through ``reject``, which is single-flight with every other
+caller.
 
 A 401 forces a refresh at most once every REJECT_INTERVAL seconds: a revoked token heals at once,
 but an upstream (or one endpoint) that refuses every token must not turn a stream of requests into
@@ -18,11 +18,10 @@ import logging
 import time
 from collections.abc import Callable
 
-from ..token import MIN_USEFUL_SECONDS, Token, TokenSource, TokenState
+from ..token import Token, TokenSource
 
 log = logging.getLogger("tokenrelay.proxy")
 
-RECHECK_SECONDS = 1.0
 REJECT_INTERVAL = 30.0
 
 
@@ -41,16 +40,18 @@ class Bearer:
         self._clock = clock
         self._token: Token | None = None
         self._line = b""
-        self._until = 0.0  # clock time until which _token is used without asking
         self._rejected: Token | None = None  # the token the last 401-forced refresh replaced
         self._next_reject = float("-inf")  # clock time from which a 401 may force a refresh again
         self._quiet_until = float("-inf")  # the "401s pass through" warning is logged once per interval
 
     def current(self) -> tuple[Token, bytes] | None:
-        """The held token and its line while it needs no asking, else None (then ``await get()``)."""
-        if self._token is not None and self._clock() < self._until:
-            return self._token, self._line
-        return None
+        """The token to use and its line, without awaiting; None when none is valid (then ``await get()``)."""
+        token = self._tokens.current(self._audience)
+        if token is None:
+            return None
+        if token is not self._token:
+            return self._remember(token)
+        return token, self._line
 
     async def get(self) -> tuple[Token, bytes]:
         """Raises TokenUnavailable."""
@@ -87,13 +88,7 @@ class Bearer:
         )
 
     def _remember(self, token: Token) -> tuple[Token, bytes]:
-        now = self._clock()
         if token is not self._token:
             self._token = token
             self._line = header_line(token)
-        if token.state(now) is TokenState.FRESH:
-            self._until = token.refresh_at
-        else:
-            margin = min(MIN_USEFUL_SECONDS, token.lifetime / 10)
-            self._until = min(now + RECHECK_SECONDS, token.expires_at - margin)
         return token, self._line

@@ -1,0 +1,76 @@
+"""How a user spells each setting of ``tokenrelay run``, and its defaults: the names written once.
+
+Every option is a flag ``--name-with-dashes`` and an environment variable ``TOKENRELAY_NAME``; error
+messages name both through ``where`` rather than by hand, and the credential helpers read the same
+variables by these names. ``config.OPTIONS`` is the table these names come from (a test pins that
+they agree). Standard library only, no imports at all: the credential helpers import this module.
+"""
+
+from __future__ import annotations
+
+ENV_PREFIX = "TOKENRELAY_"
+
+# Every option of `tokenrelay run`, in the order of config.OPTIONS.
+OPTION_NAMES = (
+    "auth_url",
+    "api_url",
+    "identity",
+    "audience",
+    "exchange_timeout",
+    "wait_timeout",
+    "id_token_source",
+    "id_token_file",
+    "id_token_env",
+    "id_token_audience",
+    "socket",
+    "socket_mode",
+    "socket_allow_uid",
+    "socket_allow_gid",
+    "shutdown_grace",
+    "proxy_listen",
+    "proxy_allow_remote",
+    "upstream_ca",
+    "proxy_timeout",
+    "proxy_max_connections",
+    "metrics_listen",
+    "token_file",
+    "token_file_mode",
+    "once",
+    "log_format",
+    "log_level",
+)
+
+# The defaults every layer imports (config's table and Settings, and the parts' own constructors).
+DEFAULT_SOCKET = "/var/run/tokenrelay/tokenrelay.sock"
+DEFAULT_ID_TOKEN_FILE = "/var/run/secrets/tokens/oidc-token"
+DEFAULT_EXCHANGE_TIMEOUT = 10.0
+DEFAULT_WAIT_TIMEOUT = 10.0
+DEFAULT_SHUTDOWN_GRACE = 10.0
+DEFAULT_PROXY_TIMEOUT = 60.0
+DEFAULT_PROXY_MAX_CONNECTIONS = 1024
+DEFAULT_PROXY_LISTEN = ("127.0.0.1", 8080)
+DEFAULT_MODE = 0o600  # of the socket and of --token-file files
+
+# Variables read beside the options: the config file, and the helpers' host list.
+CONFIG_ENV = ENV_PREFIX + "CONFIG"
+HOSTS_ENV = ENV_PREFIX + "HOSTS"
+
+
+def flag(name: str) -> str:
+    """``--name-with-dashes`` for the option ``name``."""
+    return "--" + name.replace("_", "-")
+
+
+def env(name: str) -> str:
+    """``TOKENRELAY_NAME`` for the option ``name``."""
+    return ENV_PREFIX + name.upper()
+
+
+def where(name: str) -> str:
+    """How a user sets option ``name``, for messages: ``--name (env TOKENRELAY_NAME)``."""
+    if name not in OPTION_NAMES:
+        raise KeyError(f"no option {name!r}")  # a typo here would print a setting that does not exist
+    return f"{flag(name)} (env {env(name)})"
+
+
+SOCKET_ENV = env("socket")

@@ -1,0 +1,1 @@
+"""What tests import: fakes, servers, paths and waiting helpers. Conftests hold fixtures only."""
