@@ -12,7 +12,7 @@ import pytest
 
 from tokenrelay.doctor.report import Outcome
 
-from .conftest import BIN, doctor, finding, tool
+from ..support.doctor import BIN, doctor, finding, tool
 
 HOST = "registry.example.test"
 

@@ -23,7 +23,7 @@ from cryptography.x509.oid import NameOID
 from tokenrelay.doctor.report import Outcome
 from tokenrelay.testing import FakeTokenService, make_jwt
 
-from .conftest import BIN, SUBJECT, Platform, doctor, finding
+from ..support.doctor import BIN, SUBJECT, Platform, doctor, finding
 
 
 async def test_a_sound_set_up_passes_and_never_prints_a_token(

@@ -22,7 +22,7 @@ from tokenrelay.doctor.report import Outcome
 from tokenrelay.redact import fingerprint
 from tokenrelay.testing import FakeTokenService, refusal
 
-from .conftest import BIN, Platform, command, doctor, finding, sidecar, tool
+from ..support.doctor import BIN, Platform, command, doctor, finding, sidecar, tool
 
 pytestmark = pytest.mark.e2e
 

@@ -11,7 +11,7 @@ from prometheus_client import CollectorRegistry
 
 from tokenrelay.kube import inject, options, webhook
 
-from .conftest import REPO
+from ..support.kube import REPO
 
 DOC = (REPO / "docs" / "kubernetes.md").read_text()
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from .conftest import INJECTOR, REPO, cli, validate
+from ..support.kube import INJECTOR, REPO, cli, validate
 from .podsecurity import violations
 
 EXAMPLE = REPO / "deploy" / "injector" / "example" / "app.yaml"

@@ -13,7 +13,7 @@ import yaml
 
 from tokenrelay.kube import webhook
 
-from .conftest import REPO, SCHEMAS
+from ..support.kube import REPO, SCHEMAS
 from .podsecurity import violations
 
 OVERLAYS = ("self-signed", "cert-manager")

@@ -19,7 +19,7 @@ from tokenrelay.kube import mutation
 from tokenrelay.kube.webhook import WebhookMetrics
 from tokenrelay.metrics import Metrics
 
-from .conftest import REPO
+from ..support.kube import REPO
 
 MONITORING = REPO / "deploy" / "monitoring"
 HERE = Path(__file__).parent

@@ -12,7 +12,7 @@ import yaml
 from tokenrelay.config import parse_args
 from tokenrelay.kube import admission, inject, mutation
 
-from .conftest import (
+from ..support.kube import (
     FIXTURES,
     INJECTOR,
     ops_of,
@@ -218,7 +218,7 @@ def test_opted_out_pod_and_excluded_namespaces_are_left_alone() -> None:
     pod["metadata"]["labels"]["tokenrelay.dev/inject"] = "disabled"
     assert webhook(pod)[1] == admission.OPTED_OUT
     bare = FIXTURES["12-bare"]["pod"]
-    from .conftest import review
+    from ..support.kube import review
 
     response, result = admission.answer(
         review(bare, "kube-system"), INJECTOR, {"kube-system", "tokenrelay-system"}
@@ -229,7 +229,7 @@ def test_opted_out_pod_and_excluded_namespaces_are_left_alone() -> None:
 
 def test_non_pod_and_non_create_requests_are_ignored() -> None:
     """An UPDATE, or another kind, is allowed with no patch (the webhook should not even be called)."""
-    from .conftest import review
+    from ..support.kube import review
 
     body = review(FIXTURES["12-bare"]["pod"], "sandbox")
     body["request"]["operation"] = "UPDATE"

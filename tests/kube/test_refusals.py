@@ -11,7 +11,7 @@ import pytest
 
 from tokenrelay.kube import admission
 
-from .conftest import FIXTURES, INJECTOR, review
+from ..support.kube import FIXTURES, INJECTOR, review
 
 Pod = dict[str, Any]
 

@@ -19,7 +19,7 @@ from tokenrelay.kube import certs, webhook
 from tokenrelay.kube.rotation import Rotator
 from tokenrelay.testing import FakeClock
 
-from .conftest import INJECTOR
+from ..support.kube import INJECTOR
 from .fakeapi import CONFIGURATION, NAMESPACE, SECRET, FakeApi, configuration, kubeconfig
 
 DAY = 86400.0

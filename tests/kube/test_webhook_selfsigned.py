@@ -16,7 +16,7 @@ from aiohttp.test_utils import TestServer
 
 from tokenrelay.kube import admission
 
-from .conftest import FIXTURES, INJECTOR, cli, review
+from ..support.kube import FIXTURES, INJECTOR, cli, review
 from .fakeapi import CONFIGURATION, NAMESPACE, SECRET, FakeApi, configuration, kubeconfig
 
 HOST = f"tokenrelay-injector.{NAMESPACE}.svc"

@@ -24,7 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tokenrelay.kube import admission, certs, webhook
 
-from .conftest import FIXTURES, INJECTOR, cli, ops_of, review
+from ..support.kube import FIXTURES, INJECTOR, cli, ops_of, review
 
 HOST = "tokenrelay-injector.tokenrelay-system.svc"
 

@@ -1,4 +1,6 @@
-"""Shared by the injector's tests: real-shaped pods, AdmissionReviews around them, and the checks."""
+"""The injector suite's pieces: real-shaped pods (tests/kube/pods), AdmissionReviews around them,
+the checks on a patched pod, and the installed ``tokenrelay`` script.
+"""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ import yaml
 
 from tokenrelay.kube import admission, mutation
 
-PODS = Path(__file__).parent / "pods"
+PODS = Path(__file__).resolve().parents[1] / "kube" / "pods"
 SCHEMAS = ("1.29.0", "1.30.0", "1.31.0", "1.32.0")
 INJECTOR = mutation.Injector(
     auth_url="https://auth.example.com",
