@@ -34,7 +34,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tokenrelay.client import LocalApiError, fetch_token
+from tokenrelay.lite.socketclient import LocalApiError, fetch_token
 from tokenrelay.testing import FakeTokenService, ThreadedServer, make_jwt
 
 HOST = "registry.bench.example"

@@ -27,10 +27,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tokenrelay.errors import ExchangeError, TokenRelayError
-from tokenrelay.provider import TokenProvider
-from tokenrelay.sts import Issued
 from tokenrelay.testing import make_jwt
-from tokenrelay.token import Token, TokenState
+from tokenrelay.tokens.provider import TokenProvider
+from tokenrelay.tokens.sts import Issued
+from tokenrelay.tokens.token import Token, TokenState
 
 BIN = 10.0  # seconds per counting bin: one-second bins at this scale are mostly Poisson noise
 WALL0 = 1_800_000_000.0  # the virtual wall clock's origin

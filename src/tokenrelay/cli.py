@@ -24,7 +24,7 @@ PLUGINS: dict[str, tuple[str, str]] = {
         "run the embedded emulator of the upstream (issuer, token service, API)",
     ),
     "dev": (
-        "tokenrelay.devmode",
+        "tokenrelay.emulator.dev",
         "run the emulator, a sidecar wired to it and the proxy: the whole thing locally",
     ),
     "doctor": (
@@ -32,7 +32,7 @@ PLUGINS: dict[str, tuple[str, str]] = {
         "check the set-up where you are (settings, OIDC token, token service, sidecar, clients) "
         "and say how to fix what is wrong",
     ),
-    "status": ("tokenrelay.status", "show a running sidecar's tokens, refreshes and failures"),
+    "status": ("tokenrelay.sidecar.status", "show a running sidecar's tokens, refreshes and failures"),
     "inject": (
         "tokenrelay.kube.inject",
         "add the tokenrelay sidecar to the workloads of a YAML file (the webhook's mutation, offline)",
@@ -69,7 +69,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"tokenrelay {__version__}")
     commands = parser.add_subparsers(title="commands", metavar="COMMAND")
 
-    from . import config, names  # standard library only: cheap
+    from . import config  # standard library only: cheap
+    from .lite import names
 
     run = commands.add_parser(
         "run",
@@ -114,7 +115,7 @@ def _run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"tokenrelay run: {exc}", file=sys.stderr)
         return 2
-    from . import logs
+    from .sidecar import logs
 
     logs.setup(settings.log_level, settings.log_format)
     return run_settings(settings, reload=lambda: config.load(args))
@@ -124,8 +125,8 @@ def run_settings(settings: Settings, reload: Callable[[], Settings] | None = Non
     """Run the daemon (see _loop_factory for its event loop); ``reload`` re-reads settings (SIGHUP)."""
     import asyncio
 
-    from . import daemon
     from .errors import ConfigError
+    from .sidecar import daemon
 
     try:
         with asyncio.Runner(loop_factory=_loop_factory(settings)) as runner:
@@ -159,7 +160,7 @@ def _loop_factory(settings: Settings) -> Callable[[], asyncio.AbstractEventLoop]
 
 
 def _token(args: argparse.Namespace) -> int:
-    from .client import LocalApiError, fetch_token, socket_path
+    from .lite.socketclient import LocalApiError, fetch_token, socket_path
 
     path = socket_path(args.socket)
     try:

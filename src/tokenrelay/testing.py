@@ -19,9 +19,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from . import aip193
 from .errors import UnknownAudience
-from .token import Token
+from .lite import aip193
+from .tokens.token import Token
 
 if TYPE_CHECKING:
     from aiohttp import web

@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 import pytest
 from aiohttp import web
 
-from tokenrelay import aip193
+from tokenrelay.lite import aip193
 from tokenrelay.testing import FakeTokenService, refusal
 
 from ..support.chaos import CaptureHandler, Relay, assert_no_secret

@@ -6,7 +6,7 @@ import asyncio
 
 import aiohttp
 
-from tokenrelay.token import TokenState
+from tokenrelay.tokens.token import TokenState
 
 from ..support.chaos import Relay, RelayFactory
 

@@ -9,11 +9,11 @@ import random
 import pytest
 from aiohttp import web
 
-from tokenrelay import aip193
-from tokenrelay.backoff import Backoff
-from tokenrelay.localapi import SocketServer
-from tokenrelay.provider import RETRY_SPREAD
+from tokenrelay.lite import aip193
+from tokenrelay.sidecar.localapi import SocketServer
 from tokenrelay.testing import refusal
+from tokenrelay.tokens.backoff import Backoff
+from tokenrelay.tokens.provider import RETRY_SPREAD
 
 from ..support.chaos import Relay, RelayFactory, down_503, down_reset
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from aiohttp.test_utils import TestServer
 
-from tokenrelay.jwtclaims import unverified_claims
+from tokenrelay.lite.jwtclaims import unverified_claims
 from tokenrelay.testing import FakeTokenService, make_jwt
 
 from ..support.waiting import eventually

@@ -11,8 +11,8 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from tokenrelay.errors import IdTokenError
-from tokenrelay.idtoken import EnvSource, FileSource, GitHubActionsSource
 from tokenrelay.testing import make_jwt
+from tokenrelay.tokens.idsources import EnvSource, FileSource, GitHubActionsSource
 
 
 def _jwt(exp_in: float, sub: str = "system:serviceaccount:ns:app") -> str:

@@ -7,10 +7,10 @@ import random
 import pytest
 
 from tokenrelay.helpers.kubelet import cache_seconds
-from tokenrelay.lifetime import DEFAULT_LIFETIME, EARLIEST_REFRESH, lifetime_of
-from tokenrelay.provider import TokenProvider
-from tokenrelay.sts import Issued
+from tokenrelay.lite.lifetime import DEFAULT_LIFETIME, EARLIEST_REFRESH, lifetime_of
 from tokenrelay.testing import FakeClock, make_jwt
+from tokenrelay.tokens.provider import TokenProvider
+from tokenrelay.tokens.sts import Issued
 
 WALL = 1_800_000_000.0
 

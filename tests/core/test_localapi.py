@@ -14,14 +14,14 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from tokenrelay import aip193
 from tokenrelay.config import Settings
 from tokenrelay.errors import ConfigError
-from tokenrelay.localapi import SocketServer
-from tokenrelay.provider import TokenProviders
+from tokenrelay.lite import aip193
+from tokenrelay.lite.timestamps import format_timestamp
+from tokenrelay.sidecar.localapi import SocketServer
+from tokenrelay.sidecar.unixsocket import bind
 from tokenrelay.testing import jti, make_jwt, refusal
-from tokenrelay.timestamps import format_timestamp
-from tokenrelay.unixsocket import bind
+from tokenrelay.tokens.provider import TokenProviders
 
 from ..support.core import API, Harness
 

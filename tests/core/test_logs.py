@@ -9,11 +9,12 @@ import logging
 
 from aiohttp import web
 
-from tokenrelay import aip193, logs
 from tokenrelay.errors import TokenUnavailable
-from tokenrelay.redact import scrub
-from tokenrelay.sts import Issued
+from tokenrelay.lite import aip193
+from tokenrelay.lite.redact import scrub
+from tokenrelay.sidecar import logs
 from tokenrelay.testing import refusal
+from tokenrelay.tokens.sts import Issued
 
 from ..support.core import API, Harness
 

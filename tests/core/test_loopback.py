@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tokenrelay.loopback import is_loopback
+from tokenrelay.lite.netloc import is_loopback
 
 
 @pytest.mark.parametrize("host", ["localhost", "127.0.0.1", "127.255.0.9", "::1", "[::1]", "0:0:0:0:0:0:0:1"])

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tokenrelay.errors import IdTokenError
-from tokenrelay.oidctoken import checked, read_id_token_file
+from tokenrelay.lite.oidccheck import checked, read_id_token_file
 from tokenrelay.testing import make_jwt
 
 NOW = 1_800_000_000.0

@@ -10,14 +10,15 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from tokenrelay import aip193, daemon
 from tokenrelay.config import Settings
 from tokenrelay.errors import TokenRelayError, TokenUnavailable
-from tokenrelay.provider import TokenProvider, TokenProviders
-from tokenrelay.sts import Issued
+from tokenrelay.lite import aip193
+from tokenrelay.lite.timestamps import format_timestamp
+from tokenrelay.sidecar import daemon
 from tokenrelay.testing import FakeClock, FakeTokenService, jti, make_jwt, refusal
-from tokenrelay.timestamps import format_timestamp
-from tokenrelay.token import Token, TokenState
+from tokenrelay.tokens.provider import TokenProvider, TokenProviders
+from tokenrelay.tokens.sts import Issued
+from tokenrelay.tokens.token import Token, TokenState
 
 from ..support.core import API, Harness
 from ..support.waiting import eventually
@@ -340,7 +341,7 @@ class _Ceiling(random.Random):
 async def test_backoff_reads_retryable_from_the_answer(status: int, first_wait: float) -> None:
     """A failure of the moment is retried within a second; a refusal that waits for a configuration
     change (not retryable, as stsanswer decides) is retried at the backoff's cap from the start."""
-    from tokenrelay import stsanswer
+    from tokenrelay.lite import stsanswer
 
     clock = FakeClock()
 

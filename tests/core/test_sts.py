@@ -8,9 +8,9 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from tokenrelay import sts
 from tokenrelay.errors import ExchangeError, ExchangeTimeout
 from tokenrelay.testing import make_jwt
+from tokenrelay.tokens import sts
 
 from ..support.core import API, Harness
 

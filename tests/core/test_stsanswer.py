@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from tokenrelay import aip193
 from tokenrelay.errors import ExchangeError
-from tokenrelay.stsanswer import (
+from tokenrelay.lite import aip193
+from tokenrelay.lite.stsanswer import (
     oversized,
     refusal,
     retry_after_seconds,

@@ -16,10 +16,10 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from tokenrelay import aip193
-from tokenrelay.client import request
 from tokenrelay.doctor.report import Outcome
-from tokenrelay.redact import fingerprint
+from tokenrelay.lite import aip193
+from tokenrelay.lite.redact import fingerprint
+from tokenrelay.lite.socketclient import request
 from tokenrelay.testing import FakeTokenService, refusal
 
 from ..support.doctor import BIN, Platform, command, doctor, finding, sidecar, tool

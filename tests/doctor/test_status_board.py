@@ -7,12 +7,12 @@ import asyncio
 import random
 
 from tokenrelay.errors import ExchangeError
-from tokenrelay.provider import TokenProvider
-from tokenrelay.redact import fingerprint
-from tokenrelay.status import StatusBoard, render
-from tokenrelay.sts import Issued
+from tokenrelay.lite.redact import fingerprint
+from tokenrelay.lite.timestamps import format_timestamp
+from tokenrelay.sidecar.status import StatusBoard, render
 from tokenrelay.testing import FakeClock, make_jwt
-from tokenrelay.timestamps import format_timestamp
+from tokenrelay.tokens.provider import TokenProvider
+from tokenrelay.tokens.sts import Issued
 
 AUDIENCE = "https://api.example.test"
 

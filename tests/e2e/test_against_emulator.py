@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tokenrelay.emulator import Emulator, EmulatorServer
-from tokenrelay.jwtclaims import unverified_claims
+from tokenrelay.lite.jwtclaims import unverified_claims
 
 BIN = Path(sys.executable).parent
 SUBJECT = "system:serviceaccount:shop:checkout"

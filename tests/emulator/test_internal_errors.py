@@ -7,8 +7,8 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 
-from tokenrelay import aip193
 from tokenrelay.emulator.app import _errors
+from tokenrelay.lite import aip193
 
 
 async def test_crash_is_a_500_with_an_aip193_body(

@@ -9,7 +9,7 @@ from typing import Any
 
 from tokenrelay.emulator import Emulator, EmulatorServer, roles
 from tokenrelay.emulator.access import ROLE_BY_NAME
-from tokenrelay.timestamps import format_timestamp
+from tokenrelay.lite.timestamps import format_timestamp
 
 from ..support.emulator import World, details, invalid, precondition, simple
 

@@ -9,14 +9,14 @@ import aiohttp
 import jwt
 import pytest
 
-from tokenrelay import sts
 from tokenrelay.emulator import Emulator, EmulatorServer, RotatingTokenFile
 from tokenrelay.emulator.issuer import SigningKey
 from tokenrelay.errors import ExchangeError
-from tokenrelay.exchanger import Exchanger
-from tokenrelay.idtoken import FileSource
-from tokenrelay.provider import TokenProvider
-from tokenrelay.redact import fingerprint
+from tokenrelay.lite.redact import fingerprint
+from tokenrelay.tokens import sts
+from tokenrelay.tokens.exchanger import Exchanger
+from tokenrelay.tokens.idsources import FileSource
+from tokenrelay.tokens.provider import TokenProvider
 
 from ..support.emulator import World, details
 

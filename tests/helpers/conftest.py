@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tokenrelay.client import LocalApiError, fetch_token
+from tokenrelay.lite.socketclient import LocalApiError, fetch_token
 from tokenrelay.testing import FakeTokenService, ThreadedServer, make_jwt
 
 from ..support.helpers import (

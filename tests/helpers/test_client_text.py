@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tokenrelay.client import LocalApiError, fetch_token, fetch_token_text
 from tokenrelay.helpers.source import CredentialError, fetch
-from tokenrelay.redact import fingerprint
+from tokenrelay.lite.redact import fingerprint
+from tokenrelay.lite.socketclient import LocalApiError, fetch_token, fetch_token_text
 
 from ..support.helpers import Stack, run, script
 from ..support.paths import short_dir

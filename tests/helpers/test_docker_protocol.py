@@ -9,7 +9,7 @@ import pytest
 
 from tokenrelay.helpers.docker import NOT_FOUND, handle
 from tokenrelay.helpers.source import Credential, CredentialError
-from tokenrelay.redact import fingerprint
+from tokenrelay.lite.redact import fingerprint
 
 from ..support.helpers import jwt_for
 

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from tokenrelay import aip193
-from tokenrelay.helpers import fallback
+from tokenrelay.helpers import direct as fallback
 from tokenrelay.helpers.source import CredentialError, fetch
-from tokenrelay.redact import fingerprint
+from tokenrelay.lite import aip193
+from tokenrelay.lite.redact import fingerprint
 from tokenrelay.testing import FakeTokenService, ThreadedServer, jti, make_jwt, refusal
 
 from ..support.helpers import Stack, run, script

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from tokenrelay.errors import InputError
 from tokenrelay.helpers.git import handle, parse
 from tokenrelay.helpers.source import Credential, CredentialError
-from tokenrelay.redact import fingerprint
+from tokenrelay.lite.redact import fingerprint
 
 from ..support.helpers import jwt_for
 

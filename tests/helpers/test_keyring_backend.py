@@ -8,7 +8,7 @@ import pytest
 from keyring.errors import KeyringError
 
 from tokenrelay.helpers.keyring_backend import TokenRelayKeyring
-from tokenrelay.redact import fingerprint
+from tokenrelay.lite.redact import fingerprint
 
 from ..support.helpers import Stack
 

@@ -16,7 +16,7 @@ from tokenrelay.helpers.kubelet import (
     registry_of,
 )
 from tokenrelay.helpers.source import Credential, CredentialError
-from tokenrelay.redact import fingerprint
+from tokenrelay.lite.redact import fingerprint
 from tokenrelay.testing import jti, make_jwt
 
 from ..support.helpers import Stack, run, script

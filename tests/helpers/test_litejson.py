@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tokenrelay.litejson import loads
+from tokenrelay.lite.litejson import loads
 
 JSON_VALUES = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
@@ -46,8 +46,8 @@ def test_anything_else_is_refused_or_read_as_json_does(raw: str | bytes) -> None
 def test_decoding_imports_neither_json_nor_re() -> None:
     """A JWT's claims and the local API's JSON answer decode without loading json (and its re)."""
     code = (
-        "import sys; before = set(sys.modules); from tokenrelay.jwtclaims import unverified_claims; "
-        "from tokenrelay.litejson import loads; "
+        "import sys; before = set(sys.modules); from tokenrelay.lite.jwtclaims import unverified_claims; "
+        "from tokenrelay.lite.litejson import loads; "
         "assert unverified_claims('e30.eyJleHAiOiAxfQ.c2ln') == {'exp': 1}; "
         "assert loads(b'{\"token\": \"t\"}') == {'token': 't'}; "
         "print(sorted(m for m in ('json', 're', 'enum') if m in set(sys.modules) - before))"

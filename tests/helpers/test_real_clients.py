@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tokenrelay.redact import fingerprint
+from tokenrelay.lite.redact import fingerprint
 
 from ..support.helpers import GIT_SHA, Stack, docker_config, require, run, script
 
@@ -194,7 +194,7 @@ def test_get_path_loads_nothing_heavy(stack: Stack, client_env: dict[str, str]) 
         ("git-credential-tokenrelay", f"protocol=http\nhost={stack.git.netloc}\n\n"),
     ):
         loaded = imported_by([script(helper), "get"], stdin, client_env)
-        assert "tokenrelay.client" in loaded, helper  # the run did import the helper's modules
+        assert "tokenrelay.lite.socketclient" in loaded, helper  # the run did import the helper's modules
         assert not {name for name in loaded if name.split(".")[0] in HEAVY or name in HEAVY}, helper
 
 

@@ -17,7 +17,7 @@ from prometheus_client import CollectorRegistry
 
 from tokenrelay.kube import mutation
 from tokenrelay.kube.webhook import WebhookMetrics
-from tokenrelay.metrics import Metrics
+from tokenrelay.sidecar.metrics import Metrics
 
 from ..support.kube import REPO
 

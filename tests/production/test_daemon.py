@@ -14,8 +14,8 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from tokenrelay.client import fetch_token
-from tokenrelay.redact import fingerprint
+from tokenrelay.lite.redact import fingerprint
+from tokenrelay.lite.socketclient import fetch_token
 from tokenrelay.testing import jti
 
 from ..support.production import Upstream, free_port, require_tool, run_args

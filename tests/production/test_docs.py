@@ -7,8 +7,10 @@ import re
 
 from prometheus_client import CollectorRegistry
 
-from tokenrelay import config, docgen, names
-from tokenrelay.metrics import Metrics
+from tokenrelay import config
+from tokenrelay.config import docgen
+from tokenrelay.lite import names
+from tokenrelay.sidecar.metrics import Metrics
 
 from ..support.production import REPO
 

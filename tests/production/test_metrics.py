@@ -13,16 +13,17 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client import CollectorRegistry
 
-from tokenrelay import aip193, localapi
-from tokenrelay.backoff import Backoff
 from tokenrelay.errors import ConfigError, TokenUnavailable
-from tokenrelay.exchanger import Exchanger
-from tokenrelay.idtoken import FileSource
-from tokenrelay.metrics import Metrics
-from tokenrelay.probes import MetricsServer
-from tokenrelay.provider import TokenProvider, TokenProviders
-from tokenrelay.sts import Issued
+from tokenrelay.lite import aip193
+from tokenrelay.sidecar import localapi
+from tokenrelay.sidecar.metrics import Metrics
+from tokenrelay.sidecar.probes import MetricsServer
 from tokenrelay.testing import FakeClock, make_jwt, refusal
+from tokenrelay.tokens.backoff import Backoff
+from tokenrelay.tokens.exchanger import Exchanger
+from tokenrelay.tokens.idsources import FileSource
+from tokenrelay.tokens.provider import TokenProvider, TokenProviders
+from tokenrelay.tokens.sts import Issued
 
 from ..support.production import Upstream
 
@@ -222,7 +223,7 @@ async def test_metrics_port_in_use_names_the_flag() -> None:
 
 async def test_openmetrics_on_request(aiohttp_server: Callable[..., Awaitable[TestServer]]) -> None:
     """A scraper asking for OpenMetrics gets it."""
-    from tokenrelay.probes import create_app
+    from tokenrelay.sidecar.probes import create_app
 
     server = await aiohttp_server(create_app(CollectorRegistry(), lambda: None))
     async with (

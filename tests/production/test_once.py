@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from tokenrelay import aip193
-from tokenrelay.jwtclaims import unverified_claims
-from tokenrelay.redact import fingerprint
+from tokenrelay.lite import aip193
+from tokenrelay.lite.jwtclaims import unverified_claims
+from tokenrelay.lite.redact import fingerprint
 from tokenrelay.testing import jti, refusal
 
 from ..support.production import Upstream, require_tool, run_args

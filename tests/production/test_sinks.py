@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from tokenrelay.errors import SinkError
-from tokenrelay.files import write_atomic
-from tokenrelay.sinks import FileSink
-from tokenrelay.sts import Issued
-from tokenrelay.token import Token
+from tokenrelay.lite.files import write_atomic
+from tokenrelay.sidecar.sinks import FileSink
+from tokenrelay.tokens.sts import Issued
+from tokenrelay.tokens.token import Token
 
 
 def token(value: str, audience: str = "https://api.example.test") -> Token:

@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 
 import aiohttp
 
-from tokenrelay import aip193
+from tokenrelay.lite import aip193
 
 from ..support.proxy import Echo, Handler, Observed, Proxied, StartProxy, Tokens, body_of, raw
 

@@ -283,9 +283,9 @@ async def test_https_upstream_speaks_h2_with_alpn(
 LAZY = """
 import asyncio, json, sys, time
 from aiohttp import web
-from tokenrelay.provider import TokenProvider, TokenProviders
+from tokenrelay.tokens.provider import TokenProvider, TokenProviders
 from tokenrelay.proxy import ProxyServer
-from tokenrelay.sts import Issued
+from tokenrelay.tokens.sts import Issued
 from tokenrelay.testing import make_jwt
 
 async def fetch(audience):

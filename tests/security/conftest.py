@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tokenrelay.config import Settings
-from tokenrelay.localapi import SocketServer
+from tokenrelay.sidecar.localapi import SocketServer
 
 from ..support import paths
 from ..support.security import (

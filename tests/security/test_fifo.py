@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tokenrelay.client import LocalApiError, fetch_token
+from tokenrelay.lite.socketclient import LocalApiError, fetch_token
 
 pytestmark = pytest.mark.e2e
 

@@ -11,11 +11,13 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from tokenrelay import aip193, idtoken, localapi
 from tokenrelay.errors import TokenUnavailable
-from tokenrelay.exchanger import Exchanger
-from tokenrelay.provider import TokenProvider, TokenProviders
+from tokenrelay.lite import aip193
+from tokenrelay.sidecar import localapi
 from tokenrelay.testing import FakeClock, FakeTokenService, make_jwt, refusal
+from tokenrelay.tokens import idsources as idtoken
+from tokenrelay.tokens.exchanger import Exchanger
+from tokenrelay.tokens.provider import TokenProvider, TokenProviders
 
 API = "https://api.example"
 

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from tokenrelay.sinks import write_atomic
-from tokenrelay.unixsocket import bind
+from tokenrelay.sidecar.sinks import write_atomic
+from tokenrelay.sidecar.unixsocket import bind
 
 SRC = Path(__file__).resolve().parents[2] / "src"  # the tree under test, as the venv imports it
 

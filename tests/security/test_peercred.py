@@ -12,11 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from tokenrelay import aip193, client
-from tokenrelay.client import LocalApiError
 from tokenrelay.config import Settings
-from tokenrelay.localapi import SocketServer
-from tokenrelay.peercred import Peer, Policy
+from tokenrelay.lite import aip193
+from tokenrelay.lite import socketclient as client
+from tokenrelay.lite.socketclient import LocalApiError
+from tokenrelay.sidecar.localapi import SocketServer
+from tokenrelay.sidecar.peercred import Peer, Policy
 
 from ..support.security import API, ServeSocket, StaticTokens
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from tokenrelay import client
+from tokenrelay.lite import socketclient as client
 from tokenrelay.testing import make_jwt
 
 from ..support.security import (

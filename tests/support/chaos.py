@@ -14,16 +14,16 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from tokenrelay import aip193
 from tokenrelay.config import Settings
 from tokenrelay.errors import TokenRelayError
-from tokenrelay.jwtclaims import numeric_claim, unverified_claims
-from tokenrelay.provider import TokenProvider, TokenProviders
+from tokenrelay.lite import aip193
+from tokenrelay.lite.jwtclaims import numeric_claim, unverified_claims
+from tokenrelay.lite.redact import fingerprint
 from tokenrelay.proxy import ProxyServer
-from tokenrelay.redact import fingerprint
-from tokenrelay.sts import Issued
 from tokenrelay.testing import FakeClock, FakeTokenService, jti, make_jwt, refusal
-from tokenrelay.token import Token
+from tokenrelay.tokens.provider import TokenProvider, TokenProviders
+from tokenrelay.tokens.sts import Issued
+from tokenrelay.tokens.token import Token
 
 API = "https://api.example"
 

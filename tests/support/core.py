@@ -9,9 +9,9 @@ from dataclasses import dataclass
 import aiohttp
 from aiohttp.test_utils import TestServer
 
-from tokenrelay import sts
-from tokenrelay.provider import TokenProvider
 from tokenrelay.testing import FakeClock, FakeTokenService
+from tokenrelay.tokens import sts
+from tokenrelay.tokens.provider import TokenProvider
 
 API = "https://api.example.test"
 

@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from tokenrelay.client import fetch_token
-from tokenrelay.jwtclaims import unverified_claims
-from tokenrelay.redact import fingerprint
+from tokenrelay.lite.jwtclaims import unverified_claims
+from tokenrelay.lite.redact import fingerprint
+from tokenrelay.lite.socketclient import fetch_token
 from tokenrelay.testing import FakeTokenService, ThreadedServer, make_jwt
 
 BIN = Path(sys.executable).parent

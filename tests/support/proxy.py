@@ -16,10 +16,10 @@ from aiohttp import WSMsgType, web
 from aiohttp.test_utils import TestServer
 
 from tokenrelay.errors import ExchangeError
-from tokenrelay.provider import TokenProvider, TokenProviders
 from tokenrelay.proxy import ProxyServer
-from tokenrelay.sts import Issued
 from tokenrelay.testing import jti, make_jwt
+from tokenrelay.tokens.provider import TokenProvider, TokenProviders
+from tokenrelay.tokens.sts import Issued
 
 ServerFactory = Callable[..., Awaitable[TestServer]]
 

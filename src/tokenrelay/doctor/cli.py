@@ -12,8 +12,9 @@ from typing import TypeVar
 
 import aiohttp
 
-from .. import client, config
+from .. import config
 from ..config import Settings
+from ..lite import socketclient as client
 from . import clients, oidc, service, settings, sidecar
 from .report import Outcome, Report, failed, skipped
 

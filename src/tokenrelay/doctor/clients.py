@@ -8,7 +8,7 @@ from collections.abc import Mapping
 
 from ..errors import HostsError
 from ..helpers.hosts import Host, load
-from ..names import HOSTS_ENV
+from ..lite.names import HOSTS_ENV
 from . import gitconfig, pipkeyring, registries
 from .report import Check, failed, passed, skipped
 

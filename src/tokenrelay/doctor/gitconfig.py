@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..helpers.hosts import Host
-from ..loopback import is_loopback
+from ..lite.netloc import is_loopback
 from .report import Check, failed, passed, skipped, warning
 
 STORING = frozenset(

@@ -13,13 +13,13 @@ from typing import Any
 
 import aiohttp
 
-from .. import idtoken
 from ..config import Settings
-from ..daemon import id_token_source
 from ..errors import ConfigError, IdTokenError
-from ..jwtclaims import numeric_claim, unverified_claims
-from ..redact import fingerprint
-from ..timestamps import format_timestamp
+from ..lite.jwtclaims import numeric_claim, unverified_claims
+from ..lite.redact import fingerprint
+from ..lite.timestamps import format_timestamp
+from ..sidecar.daemon import id_token_source
+from ..tokens import idsources as idtoken
 from .report import Check, failed, passed, skipped, warning
 
 # kubelet replaces a projected token once 80% of its life has passed: a token older than that in

@@ -19,7 +19,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..redact import scrub
+from ..lite.redact import scrub
 
 
 class Outcome(enum.Enum):

@@ -11,13 +11,14 @@ from typing import Any
 
 import aiohttp
 
-from .. import aip193, sts
 from ..config import Settings
 from ..errors import ExchangeError
-from ..jwtclaims import numeric_claim, unverified_claims
-from ..redact import fingerprint, scrub
-from ..stsanswer import http_date
-from ..timestamps import format_timestamp
+from ..lite import aip193
+from ..lite.jwtclaims import numeric_claim, unverified_claims
+from ..lite.redact import fingerprint, scrub
+from ..lite.stsanswer import http_date
+from ..lite.timestamps import format_timestamp
+from ..tokens import sts
 from .oidc import OidcToken, expected_audience
 from .report import Check, failed, passed, skipped, warning
 

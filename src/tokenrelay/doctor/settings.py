@@ -6,9 +6,10 @@ import argparse
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
-from .. import config, names
+from .. import config
 from ..config import Settings
 from ..errors import ConfigError
+from ..lite import names
 from .report import Check, failed, passed, skipped, warning
 
 REQUIRED = tuple(option for option in config.OPTIONS if option.required)
@@ -91,7 +92,7 @@ def _urls(settings: Settings) -> list[Check]:
 
 
 def _loopback(host: str) -> bool:
-    from ..loopback import is_loopback
+    from ..lite.netloc import is_loopback
 
     return is_loopback(host)
 

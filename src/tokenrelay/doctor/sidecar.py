@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import client
-from ..client import LocalApiError
-from ..redact import fingerprint
-from ..timestamps import parse_timestamp
+from ..lite import socketclient as client
+from ..lite.redact import fingerprint
+from ..lite.socketclient import LocalApiError
+from ..lite.timestamps import parse_timestamp
 from .report import Check, failed, passed, warning
 
 

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING
 import aiohttp
 from aiohttp import web
 
-from ..aip193 import Code
-from ..loopback import is_loopback
+from ..lite.aip193 import Code
+from ..lite.netloc import is_loopback
 from . import api, providers
 from .access import ROLE_BY_NAME
 from .advisories import create_advisory

@@ -17,7 +17,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 
-from ..loopback import parse_hostport
+from ..lite.netloc import parse_hostport
 
 DEFAULT_LISTEN = "127.0.0.1:8787"
 URL_ENV = "TOKENRELAY_EMULATOR_URL"
@@ -84,9 +84,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.action == "mint":
         return _mint(args)
-    from .. import logs
     from ..cli import loop_factory
     from ..errors import ConfigError
+    from ..sidecar import logs
 
     logs.setup("info", "text")
     try:
@@ -117,7 +117,7 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event | None = None) -> 
         try:
             await server.start()
         except OSError as exc:
-            from ..listening import bind_error
+            from ..sidecar.listening import bind_error
 
             raise bind_error(exc, "--listen", *args.listen) from None
         url = server.url

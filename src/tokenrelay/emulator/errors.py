@@ -14,8 +14,8 @@ from typing import Any
 
 from aiohttp import web
 
-from .. import aip193
-from ..aip193 import Code
+from ..lite import aip193
+from ..lite.aip193 import Code
 
 IAM_DOMAIN = "iam.emulator.tokenrelay"
 STS_DOMAIN = "sts.emulator.tokenrelay"

@@ -17,7 +17,7 @@ from typing import Any
 
 from aiohttp import web
 
-from ..timestamps import parse_timestamp
+from ..lite.timestamps import parse_timestamp
 from .errors import NAME_PATTERN_RULE, invalid_argument, invalid_arguments
 
 MAX_BODY = 64 * 1024

@@ -42,12 +42,12 @@ class Credential:
 
     def times(self) -> tuple[float | None, float | None]:
         """``(issued_at, expires_at)`` as Unix times, each None when unknown."""
-        from ..jwtclaims import numeric_claim, unverified_claims
+        from ..lite.jwtclaims import numeric_claim, unverified_claims
 
         claims = unverified_claims(self.token) or {}
         issued, expires = numeric_claim(claims, "iat"), numeric_claim(claims, "exp")
         if expires is None and self._expire_time:
-            from ..timestamps import parse_timestamp
+            from ..lite.timestamps import parse_timestamp
 
             try:
                 expires = parse_timestamp(self._expire_time)

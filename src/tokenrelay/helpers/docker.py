@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import sys
 
-from ..procenv import environ as process_environ
+from ..lite.procenv import environ as process_environ
 from . import failure_line, run_main
 from .credential import USERNAME, Credential
 from .hosts import load, match

@@ -11,8 +11,8 @@ run goes through here before it can answer.
 from __future__ import annotations
 
 from ..errors import HostsError
-from ..names import CONFIG_ENV, HOSTS_ENV
-from ..procenv import environ as process_environ
+from ..lite.names import CONFIG_ENV, HOSTS_ENV
+from ..lite.procenv import environ as process_environ
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -216,6 +216,6 @@ def match(hosts: Iterable[Host], server: str, scheme: str | None = None) -> Host
 
 def _is_loopback(host: str) -> bool:
     # imported here: only plain-http servers ask, and every helper run that does not saves a module
-    from ..loopback import is_loopback
+    from ..lite.netloc import is_loopback
 
     return is_loopback(host)

@@ -22,11 +22,11 @@ import sys
 import time
 
 from ..errors import RequestError
-from ..lifetime import DEFAULT_LIFETIME, EARLIEST_REFRESH
-from ..names import HOSTS_ENV, SOCKET_ENV
+from ..lite.lifetime import DEFAULT_LIFETIME, EARLIEST_REFRESH
+from ..lite.names import HOSTS_ENV, SOCKET_ENV
 from . import failure_line
 from .credential import USERNAME, Credential, CredentialError
-from .fallback import (
+from .direct import (
     AUTH_URL_ENV,
     IDENTITY_ENV,
     auth_url_from,

@@ -8,8 +8,8 @@ authority: its refusal is reported, not worked around.
 
 from __future__ import annotations
 
-from ..client import LocalApiError, fetch_token, fetch_token_text, socket_path
-from ..procenv import environ as process_environ
+from ..lite.procenv import environ as process_environ
+from ..lite.socketclient import LocalApiError, fetch_token, fetch_token_text, socket_path
 from .credential import Credential, CredentialError
 
 __all__ = ["Credential", "CredentialError", "fetch", "fetcher"]
@@ -37,7 +37,7 @@ def fetch(audience: str, environ: Mapping[str, str] | None = None, *, expiry: bo
     except LocalApiError as exc:
         if exc.status is not None:
             raise CredentialError(f"the tokenrelay sidecar at {path} has no token: {exc}") from None
-        from . import fallback
+        from . import direct as fallback
 
         if fallback.configured(env):
             return fallback.fetch(audience, env)

@@ -24,8 +24,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..client import DEFAULT_SOCKET
 from ..errors import InjectionRefused
+from ..lite.socketclient import DEFAULT_SOCKET
 from . import options
 from .options import PodOptions
 

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from cryptography import x509
 
-from ..sinks import write_atomic
+from ..sidecar.sinks import write_atomic
 from . import certs
 
 if TYPE_CHECKING:

@@ -32,8 +32,8 @@ from aiohttp import web
 from cryptography import x509
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from .. import probes
 from ..errors import ConfigError
+from ..sidecar import probes
 from . import admission, certs, mutation, settings
 
 if TYPE_CHECKING:
@@ -247,7 +247,7 @@ async def cluster_version() -> tuple[int, int] | None:
 
 async def serve(config: WebhookSettings, stop: asyncio.Event | None = None) -> int:
     """Run the webhook until ``stop`` is set (or SIGTERM/SIGINT)."""
-    from .. import probes
+    from ..sidecar import probes
 
     registry = CollectorRegistry()
     webhook = Webhook(config, WebhookMetrics(registry))
@@ -422,7 +422,7 @@ def _hostport(flag: str, text: str) -> tuple[str, int]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .. import logs
+    from ..sidecar import logs
 
     try:
         config = webhook_settings(args)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from http import HTTPStatus
 
-from .. import aip193
-from ..aip193 import Code
+from ..lite import aip193
+from ..lite.aip193 import Code
 
 CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 

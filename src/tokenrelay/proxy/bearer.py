@@ -18,7 +18,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from ..token import Token, TokenSource
+from ..tokens.token import Token, TokenSource
 
 log = logging.getLogger("tokenrelay.proxy")
 

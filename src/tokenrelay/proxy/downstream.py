@@ -25,7 +25,7 @@ from typing import cast
 import httptools
 
 from ..errors import TokenUnavailable
-from ..token import Token
+from ..tokens.token import Token
 from . import answers, headers
 from .context import ProxyContext
 from .flow import PENDING_FULL, QUEUED, STOPPED, UPGRADING, UPSTREAM_FULL, ReadFlow

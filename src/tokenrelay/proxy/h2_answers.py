@@ -10,9 +10,9 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from .. import aip193
-from ..aip193 import Code
-from ..redact import scrub
+from ..lite import aip193
+from ..lite.aip193 import Code
+from ..lite.redact import scrub
 
 Headers = list[tuple[bytes, bytes]]
 

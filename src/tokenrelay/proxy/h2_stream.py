@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Protocol
 from h2.errors import ErrorCodes
 from h2.exceptions import ProtocolError
 
-from ..token import Token
+from ..tokens.token import Token
 from . import h2_answers
 from .h2_answers import Answer, Headers
 

@@ -8,8 +8,8 @@ import time
 from collections.abc import Callable
 
 from ..config import Settings
-from ..loopback import is_loopback
-from ..token import TokenSource
+from ..lite.netloc import is_loopback
+from ..tokens.token import TokenSource
 from .bearer import Bearer
 from .context import ProxyContext
 from .downstream import ClientConnection

@@ -20,8 +20,8 @@ from typing import Any
 
 from aiohttp import web
 
-from ...jwtclaims import numeric_claim, unverified_claims
-from ...timestamps import format_timestamp
+from ...lite.jwtclaims import numeric_claim, unverified_claims
+from ...lite.timestamps import format_timestamp
 from .. import api
 from ..errors import ApiError
 from .errors import API_VERSION_HEADER, RegistryError

@@ -12,8 +12,8 @@ import logging
 import sys
 from typing import IO, Any
 
-from .redact import scrub
-from .timestamps import format_timestamp
+from ..lite.redact import scrub
+from ..lite.timestamps import format_timestamp
 
 # Attributes every LogRecord has; anything else on a record came from ``extra=``.
 _STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}

@@ -16,10 +16,10 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TextIO
 
-from .errors import ExchangeError, TokenRelayError, TokenUnavailable
-from .provider import TokenProvider, TokenProviders
+from ..errors import ExchangeError, TokenRelayError, TokenUnavailable
+from ..tokens.provider import TokenProvider, TokenProviders
+from ..tokens.token import Token
 from .sinks import FileSink
-from .token import Token
 
 log = logging.getLogger("tokenrelay.once")
 

@@ -24,13 +24,13 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from ..errors import TokenRelayError, TokenUnavailable, UnknownAudience
+from ..lite.jwtclaims import numeric_claim, unverified_claims
+from ..lite.lifetime import JITTER, REFRESH_FRACTION, lifetime_of
+from ..lite.names import DEFAULT_WAIT_TIMEOUT, env, flag
+from ..lite.timestamps import format_timestamp
 from .backoff import Backoff
-from .errors import TokenRelayError, TokenUnavailable, UnknownAudience
-from .jwtclaims import numeric_claim, unverified_claims
-from .lifetime import JITTER, REFRESH_FRACTION, lifetime_of
-from .names import DEFAULT_WAIT_TIMEOUT, env, flag
 from .sts import Issued
-from .timestamps import format_timestamp
 from .token import READY_SECONDS, Token, TokenState
 
 log = logging.getLogger("tokenrelay.provider")

@@ -18,10 +18,10 @@ from typing import Protocol
 
 import aiohttp
 
-from .errors import IdTokenError
-from .names import where
-from .oidctoken import MAX_ID_TOKEN_BYTES, read_id_token_file
-from .oidctoken import checked as checked_token
+from ..errors import IdTokenError
+from ..lite.names import where
+from ..lite.oidccheck import MAX_ID_TOKEN_BYTES, read_id_token_file
+from ..lite.oidccheck import checked as checked_token
 
 FILE_SETTING = where("id_token_file")
 # {"count": ..., "value": "<token>"}: an OIDC token is at most 64 KiB (MAX_ID_TOKEN_BYTES).

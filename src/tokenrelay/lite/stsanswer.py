@@ -14,8 +14,8 @@ import json
 import time
 from email.utils import parsedate_to_datetime
 
+from ..errors import ExchangeError
 from . import aip193
-from .errors import ExchangeError
 from .jwtclaims import plausible_time
 from .redact import REDACTED, scrub
 from .timestamps import parse_timestamp

@@ -25,13 +25,13 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ._version import __version__
-from .timestamps import format_timestamp
+from .._version import __version__
+from ..lite.timestamps import format_timestamp
 
 if TYPE_CHECKING:
     import argparse
 
-    from .provider import Status
+    from ..tokens.provider import Status
 
 
 class StatusBoard:
@@ -114,7 +114,7 @@ def _audience(status: Status, now: float, wall: float) -> dict[str, Any]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from .client import DEFAULT_SOCKET
+    from ..lite.socketclient import DEFAULT_SOCKET
 
     parser.add_argument(
         "--socket",
@@ -125,7 +125,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .client import LocalApiError, request, socket_path
+    from ..lite.socketclient import LocalApiError, request, socket_path
 
     path = socket_path(args.socket)
     try:

@@ -21,12 +21,12 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .config import Settings
-from .listening import bind_error
-from .loopback import is_loopback, parse_hostport
+from ..config import Settings
+from ..lite.netloc import is_loopback, parse_hostport
+from ..sidecar.listening import bind_error
 
 if TYPE_CHECKING:
-    from .emulator import Emulator
+    from . import Emulator
 
 SUBJECT = "system:serviceaccount:dev:tokenrelay"
 PLATFORM_TOKEN_LIFETIME = 600.0  # rotated at 80%, as kubelet does: every 8 minutes
@@ -71,9 +71,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from . import logs
-    from .cli import loop_factory
-    from .errors import ConfigError
+    from ..cli import loop_factory
+    from ..errors import ConfigError
+    from ..sidecar import logs
 
     logs.setup(args.log_level, "text")  # to stderr: stdout carries the lines a user (or test) reads
     try:
@@ -100,8 +100,8 @@ def say(name: str, value: str = "") -> None:
 
 
 async def main(args: argparse.Namespace, stop: asyncio.Event | None = None) -> int:
-    from . import daemon
-    from .emulator import Emulator, EmulatorServer, RotatingTokenFile
+    from ..sidecar import daemon
+    from . import Emulator, EmulatorServer, RotatingTokenFile
 
     proxy_host, proxy_port = args.proxy_listen
     if proxy_port == 0:
@@ -187,7 +187,7 @@ async def main(args: argparse.Namespace, stop: asyncio.Event | None = None) -> i
 
 def seed_image(emulator: Emulator, org_uid: str) -> str:
     """A small image in the organization's root group, so a pull works at once: ``hello:latest``."""
-    from .emulator.registry import tiny_image
+    from .registry import tiny_image
 
     repo = emulator.repo(org_uid, "hello")
     files = {"hello.txt": b"hello from tokenrelay dev\n"}

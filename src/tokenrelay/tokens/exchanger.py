@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 
 import aiohttp
 
+from ..lite.names import DEFAULT_EXCHANGE_TIMEOUT
 from . import sts
-from .idtoken import IdTokenSource
-from .names import DEFAULT_EXCHANGE_TIMEOUT
+from .idsources import IdTokenSource
 from .sts import Issued
 
 

@@ -11,10 +11,10 @@ import dataclasses
 import logging
 from collections.abc import Callable, Sequence
 
+from ..config import Settings
+from ..errors import ConfigError
+from ..tokens.provider import TokenProviders
 from . import logs
-from .config import Settings
-from .errors import ConfigError
-from .provider import TokenProviders
 from .sinks import FileSink
 
 log = logging.getLogger("tokenrelay")

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from . import aip193
-from .aip193 import Code
+from ..lite import aip193
+from ..lite.aip193 import Code
+from ..lite.names import DEFAULT_SHUTDOWN_GRACE, where
 from .listening import bind_error
-from .names import DEFAULT_SHUTDOWN_GRACE, where
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry

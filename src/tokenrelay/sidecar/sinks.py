@@ -11,11 +11,11 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
-from . import files
-from .errors import SinkError, TokenRelayError
+from ..errors import SinkError, TokenRelayError
+from ..lite import files
+from ..tokens.sts import Issued
+from ..tokens.token import Token
 from .parentdirs import make_parents
-from .sts import Issued
-from .token import Token
 
 log = logging.getLogger("tokenrelay.sinks")
 

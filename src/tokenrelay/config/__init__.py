@@ -14,10 +14,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from . import rules
-from .errors import ConfigError
-from .loopback import is_loopback, parse_hostport
-from .names import (
+from ..errors import ConfigError
+from ..lite import rules
+from ..lite.names import (
     DEFAULT_EXCHANGE_TIMEOUT,
     DEFAULT_ID_TOKEN_FILE,
     DEFAULT_MODE,
@@ -29,9 +28,10 @@ from .names import (
     ENV_PREFIX,
     where,
 )
-from .names import env as env_name
-from .names import flag as flag_name
-from .regularfile import NotRegularFile, read_regular
+from ..lite.names import env as env_name
+from ..lite.names import flag as flag_name
+from ..lite.netloc import is_loopback, parse_hostport
+from ..lite.regularfile import NotRegularFile, read_regular
 
 Kind = Literal["str", "url", "path", "mode", "choice", "bool", "seconds", "int", "list", "uids", "hostport"]
 ID_TOKEN_SOURCES = ("file", "env", "github-actions")

@@ -24,22 +24,23 @@ from typing import TYPE_CHECKING, Protocol
 
 import aiohttp
 
-from . import idtoken, sinks
-from .config import Settings
-from .errors import ConfigError
-from .exchanger import Exchanger
+from ..config import Settings
+from ..errors import ConfigError
+from ..lite.names import where
+from ..tokens import idsources as idtoken
+from ..tokens.exchanger import Exchanger
+from ..tokens.provider import Observer, TokenProvider, TokenProviders
+from . import sinks
 from .listening import bind_error
 from .localapi import SocketServer
-from .names import where
-from .provider import Observer, TokenProvider, TokenProviders
 from .reloader import Reloader
 from .status import StatusBoard
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
+    from ..proxy import ProxyServer
     from .metrics import Metrics
-    from .proxy import ProxyServer
 
 log = logging.getLogger("tokenrelay")
 
@@ -228,7 +229,7 @@ def build(
         )
     proxy = None
     if settings.proxy_listen is not None:
-        from .proxy import Limits, ProxyServer
+        from ..proxy import Limits, ProxyServer
 
         proxy = ProxyServer(
             settings.api_url,

@@ -21,7 +21,7 @@ import stat
 import time
 from pathlib import Path
 
-from ..names import DEFAULT_EXCHANGE_TIMEOUT, env, where
+from ..lite.names import DEFAULT_EXCHANGE_TIMEOUT, env, where
 from .credential import Credential, CredentialError
 
 TYPE_CHECKING = False
@@ -83,7 +83,7 @@ def fetch(
 
 def auth_url_from(environ: Mapping[str, str]) -> str:
     """The token service's base URL, without a trailing slash; raises CredentialError."""
-    from ..rules import http_url
+    from ..lite.rules import http_url
 
     auth_url = (environ.get(AUTH_URL_ENV) or "").strip().rstrip("/")
     if not auth_url.startswith(("https://", "http://")):
@@ -96,20 +96,20 @@ def auth_url_from(environ: Mapping[str, str]) -> str:
 
 
 def credential(token: str, expiry: float) -> Credential:
-    from ..timestamps import format_timestamp
+    from ..lite.timestamps import format_timestamp
 
     return Credential(token, format_timestamp(expiry))
 
 
 def token_expiry(token: str, stated: float | None, now: float) -> float:
     """When the token expires, as a Unix time: ``now`` plus its life by ``lifetime.lifetime_of``."""
-    from ..lifetime import lifetime_of
+    from ..lite.lifetime import lifetime_of
 
     return now + lifetime_of(token, stated, now)
 
 
 def timeout_from(environ: Mapping[str, str]) -> float:
-    from ..rules import seconds
+    from ..lite.rules import seconds
 
     raw = environ.get(TIMEOUT_ENV)
     if not raw:
@@ -126,7 +126,7 @@ def timeout_from(environ: Mapping[str, str]) -> float:
 def read_id_token(environ: Mapping[str, str], now: float) -> str:
     """The platform's OIDC token, read afresh (kubelet and CI runners rotate it); raises CredentialError."""
     from ..errors import IdTokenError
-    from ..oidctoken import checked, read_id_token_file
+    from ..lite.oidccheck import checked, read_id_token_file
 
     variable = environ.get(ID_TOKEN_ENV_ENV)
     try:
@@ -155,8 +155,8 @@ def exchange_token(
     import urllib.request
     from urllib.parse import urlencode
 
-    from .. import stsanswer
     from ..errors import ExchangeError
+    from ..lite import stsanswer
 
     url = auth_url + "/sts/exchange"
     request = urllib.request.Request(  # noqa: S310 - auth_url_from() allows only http(s)
@@ -255,7 +255,7 @@ def load_cached(path: Path, now: float) -> Credential | None:
 
 def store_cached(directory: Path, path: Path, token: str, expiry: float) -> None:
     """Write the cache file atomically; a cache that cannot be written only costs the next run time."""
-    from ..files import write_atomic
+    from ..lite.files import write_atomic
 
     if not _private_dir(directory):
         return

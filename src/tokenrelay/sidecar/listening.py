@@ -10,7 +10,7 @@ from __future__ import annotations
 import errno
 import os
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 _WHY = {
     errno.EADDRINUSE: "the address is already in use; stop what listens there or choose another port",

@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 
 import aiohttp
 
-from .errors import ExchangeError, ExchangeTimeout
-from .names import where
-from .redact import scrub
-from .stsanswer import MAX_ANSWER_BYTES, http_date, oversized, refusal, token_from
+from ..errors import ExchangeError, ExchangeTimeout
+from ..lite.names import where
+from ..lite.redact import scrub
+from ..lite.stsanswer import MAX_ANSWER_BYTES, http_date, oversized, refusal, token_from
 
 AUTH_URL_SETTING = where("auth_url")
 

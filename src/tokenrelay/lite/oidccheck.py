@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 
-from .errors import IdTokenError
+from ..errors import IdTokenError
 from .jwtclaims import numeric_claim, unverified_claims
 from .regularfile import NotRegularFile, read_regular
 from .timestamps import format_timestamp

@@ -14,8 +14,8 @@ import stat
 import tempfile
 from pathlib import Path
 
-from .errors import ConfigError
-from .names import where
+from ..errors import ConfigError
+from ..lite.names import where
 from .parentdirs import make_parents
 
 _WHERE = where("socket")

@@ -28,9 +28,9 @@ from typing import cast
 
 from aiohttp import web
 
-from . import aip193
-from .aip193 import Code
-from .names import where
+from ..lite import aip193
+from ..lite.aip193 import Code
+from ..lite.names import where
 
 log = logging.getLogger("tokenrelay.peercred")
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from _socket import AF_UNIX, SOCK_STREAM
 from _socket import socket as unix_socket
 
-from .errors import LocalApiError
+from ..errors import LocalApiError
 from .names import DEFAULT_SOCKET, SOCKET_ENV
 
 # The C module behind ``socket``: the same socket object for what we do here (connect, sendall, recv),

@@ -12,9 +12,9 @@ import enum
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from .lifetime import usable_margin
-from .redact import fingerprint
-from .timestamps import format_timestamp
+from ..lite.lifetime import usable_margin
+from ..lite.redact import fingerprint
+from ..lite.timestamps import format_timestamp
 
 # /readyz wants every audience to hold a token with at least this much life left.
 READY_SECONDS = 60.0

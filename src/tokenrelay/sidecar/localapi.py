@@ -14,13 +14,14 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from . import aip193, probes, unixsocket
-from .aip193 import Code
-from .errors import TokenUnavailable, UnknownAudience
-from .token import Token, TokenSource
+from ..errors import TokenUnavailable, UnknownAudience
+from ..lite import aip193
+from ..lite.aip193 import Code
+from ..tokens.token import Token, TokenSource
+from . import probes, unixsocket
 
 if TYPE_CHECKING:
-    from .config import Settings
+    from ..config import Settings
 
 TOKENS = web.AppKey("tokens", TokenSource)
 COUNT: web.AppKey[Callable[[str], None]] = web.AppKey("count")

@@ -14,10 +14,10 @@ from collections.abc import Callable, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from ._version import __version__
-from .errors import TokenRelayError
-from .sts import Issued
-from .token import Token
+from .._version import __version__
+from ..errors import TokenRelayError
+from ..tokens.sts import Issued
+from ..tokens.token import Token
 
 log = logging.getLogger("tokenrelay.metrics")
 
