@@ -28,6 +28,7 @@ from .errors import STS_DOMAIN, ApiError, invalid_argument, invalid_arguments, p
 from .grpcapi.listener import DualSockSite
 from .inputs import MAX_BODY, MAX_QUERY_VALUE, Fields, check_query, json_body
 from .issuer import DISCOVERY_PATH, JWKS_PATH, Issuer, SigningKey
+from .malformed import RefusingSockSite
 from .model import Advisory, Group, Identity, Repo, RoleBinding
 from .oidc import OidcVerifier, normalize
 from .pagetoken import PageTokens
@@ -325,7 +326,7 @@ class EmulatorServer:
             self._http2 = Http2Service(lambda: self.emulator.base_url)
             await DualSockSite(self._runner, sock, self._http2.protocol).start()
         else:
-            await web.SockSite(self._runner, sock).start()
+            await RefusingSockSite(self._runner, sock).start()
         log.info("emulator listening", extra={"url": self.emulator.base_url, "grpc": self._grpc})
 
     async def stop(self) -> None:

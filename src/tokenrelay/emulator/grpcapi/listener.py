@@ -2,8 +2,9 @@
 
 The real API serves gRPC "at the same host"; so does the emulator, on its one port, so that a client
 (or tokenrelay's proxy) needs no second address. Every connection starts with a ``Sniffer`` that reads
-up to the preface's 24 bytes, then hands the transport to aiohttp's own HTTP/1.1 protocol, exactly as a
-plain site would, or to the HTTP/2 protocol (``h2server``), which serves gRPC and relays the rest.
+up to the preface's 24 bytes, then hands the transport to aiohttp's own HTTP/1.1 protocol (the subclass in
+``malformed``, which answers parse errors in the AIP-193 shape) or to the HTTP/2 protocol
+(``h2server``), which serves gRPC and relays the rest.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from collections.abc import Callable
 from typing import cast
 
 from aiohttp import web
+
+from ..malformed import http1_factory
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 FIRST_BYTES_SECONDS = 30.0  # a connection that says nothing is closed, as aiohttp would
@@ -74,6 +77,7 @@ class DualSockSite(web.SockSite):
         await web.BaseSite.start(self)
         server = self._runner.server
         assert server is not None
+        http1 = http1_factory(server)
         self._server = await asyncio.get_running_loop().create_server(
-            lambda: Sniffer(server, self._http2), sock=self._sock, backlog=self._backlog
+            lambda: Sniffer(http1, self._http2), sock=self._sock, backlog=self._backlog
         )
