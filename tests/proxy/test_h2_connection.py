@@ -1,4 +1,4 @@
-"""RelayConnection (h2 without the per-frame repr) answers frames on closed streams as h2 does."""
+"""h2_connection's RelayConnection and UpstreamDecoder do what h2's and hpack's originals do."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ import pytest
 from h2.config import H2Configuration
 from h2.connection import H2Connection
 from h2.errors import ErrorCodes
+from hpack.hpack import Decoder, Encoder
 from hyperframe.frame import DataFrame, HeadersFrame, RstStreamFrame
 
-from tokenrelay.proxy.h2_connection import RelayConnection
+from tokenrelay.proxy.h2_connection import HUFFMAN_MEMO_ENTRIES, RelayConnection, UpstreamDecoder
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
@@ -73,3 +74,36 @@ def test_closed_streams_as_h2(
     assert relayed == run(H2Connection, ended, act, steps)
     closed = bytes(RstStreamFrame(reset, error_code=ErrorCodes.STREAM_CLOSED).serialize()) if reset else b""
     assert relayed[1] == closed
+
+
+def test_upstream_decoder_as_hpack() -> None:
+    """The upstream's answer headers decode to what hpack decodes, repeated, indexed or not, long or short."""
+    encoder = Encoder()
+    blocks = []
+    for n in range(3):
+        blocks.append(
+            encoder.encode(
+                [
+                    (b":status", b"200"),
+                    (b"server", b"nginx/1.22.1"),
+                    (b"content-type", b"application/grpc"),
+                    (b"x-long", b"v" * 300),  # beyond the memo's length: decoded each time
+                    (b"grpc-message", b"retry %d" % n, True),  # never indexed: a literal each time
+                    (b"x-custom-name", b"%d" % n, True),  # a literal name too
+                ]
+            )
+        )
+    plain = Encoder()
+    blocks.append(plain.encode([(b"x-plain", b"no huffman")], huffman=False))
+    relayed, original = UpstreamDecoder(), Decoder()
+    for block in blocks * 2:
+        assert relayed.decode(block, raw=True) == original.decode(block, raw=True)
+
+
+def test_upstream_decoder_memo_bounded() -> None:
+    """Thousands of distinct Huffman-coded values keep the memo at most HUFFMAN_MEMO_ENTRIES long."""
+    encoder, decoder = Encoder(), UpstreamDecoder()
+    for n in range(3 * HUFFMAN_MEMO_ENTRIES):
+        value = b"value-%d" % n
+        assert decoder.decode(encoder.encode([(b"x-n", value, True)]), raw=True) == [(b"x-n", value)]
+    assert 0 < len(decoder._huffman) <= HUFFMAN_MEMO_ENTRIES

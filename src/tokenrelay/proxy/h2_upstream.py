@@ -35,7 +35,7 @@ from h2.exceptions import ProtocolError
 from h2.settings import SettingCodes, Settings
 
 from . import h2_answers
-from .h2_connection import RelayConnection
+from .h2_connection import RelayConnection, UpstreamDecoder
 
 if TYPE_CHECKING:
     from .h2_relay import Flusher
@@ -96,6 +96,7 @@ class H2Upstream(asyncio.Protocol):
             normalize_inbound_headers=False,
         )
         self.h2 = RelayConnection(config)
+        self.h2.decoder = UpstreamDecoder(self.h2.decoder.max_header_list_size)
         self.h2.state_machine = GoawayKeepsStreams()
         self.transport: asyncio.Transport | None = None
         self.streams: dict[int, UpstreamStream] = {}
