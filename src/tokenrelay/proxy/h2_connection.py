@@ -7,6 +7,8 @@ originals.
 
 from __future__ import annotations
 
+import logging
+
 from h2.connection import H2Connection
 from h2.errors import ErrorCodes
 from h2.events import Event
@@ -16,6 +18,10 @@ from hpack.hpack import DEFAULT_MAX_HEADER_LIST_SIZE, Decoder, decode_integer
 from hpack.huffman_table import decode_huffman
 from hpack.struct import HeaderTuple, NeverIndexedHeaderTuple
 from hyperframe.frame import Frame, RstStreamFrame
+
+# hpack logs every header it codes at debug level, and the coded blocks, where scrub cannot see a token
+# (Huffman-coded): never, whatever --log-level says.
+logging.getLogger("hpack").setLevel(logging.WARNING)
 
 HUFFMAN_MEMO_LENGTH = 128  # longer strings (a token, a large cookie) are decoded every time
 HUFFMAN_MEMO_ENTRIES = 256  # ... and the memo starts over once it holds this many
