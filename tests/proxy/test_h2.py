@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import shutil
 import socket
 import ssl
@@ -46,6 +47,17 @@ async def test_httpx_http2_gets_the_token_and_the_upstreams_answer(h2proxied: H2
     assert seen["size"] == 5
     assert ["x-custom", "kept"] in seen["headers"]
     assert h2proxied.observed.codes == [200]
+
+
+async def test_debug_log_holds_no_header_block(
+    h2proxied: H2Proxied, caplog: pytest.LogCaptureFixture
+) -> None:
+    """At debug level, hpack logs none of the headers or coded header blocks (the token, Huffman-coded)."""
+    caplog.set_level(logging.DEBUG)
+    async with h2client() as client:
+        response = await client.get(h2proxied.url + "/v1/things")
+    assert response.json()["token"] == "t1"
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("hpack")] == []
 
 
 async def test_curl_http2_prior_knowledge(h2proxied: H2Proxied) -> None:

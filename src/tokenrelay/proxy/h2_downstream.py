@@ -22,7 +22,6 @@ from time import monotonic
 from typing import TYPE_CHECKING, cast
 
 from h2.config import H2Configuration
-from h2.connection import H2Connection
 from h2.errors import ErrorCodes
 from h2.events import (
     ConnectionTerminated,
@@ -47,6 +46,7 @@ from hyperframe.frame import GoAwayFrame
 from ..errors import TokenUnavailable
 from . import h2_answers
 from .h2_answers import Headers
+from .h2_connection import RelayConnection
 from .h2_relay import H2Relay
 from .h2_stream import Stream
 from .h2_upstream import GoawayKeepsStreams
@@ -107,7 +107,7 @@ class H2Client(asyncio.Protocol):
             validate_outbound_headers=False,
             normalize_outbound_headers=False,
         )
-        h2 = self.h2 = H2Connection(config)
+        h2 = self.h2 = RelayConnection(config)
         h2.state_machine = GoawayKeepsStreams()
         h2.local_settings = Settings(
             client=False,

@@ -19,7 +19,7 @@ import time
 from typing import TYPE_CHECKING, Protocol, cast
 
 from h2.config import H2Configuration
-from h2.connection import ConnectionInputs, H2Connection, H2ConnectionStateMachine
+from h2.connection import ConnectionInputs, H2ConnectionStateMachine
 from h2.errors import ErrorCodes
 from h2.events import (
     ConnectionTerminated,
@@ -35,6 +35,7 @@ from h2.exceptions import ProtocolError
 from h2.settings import SettingCodes, Settings
 
 from . import h2_answers
+from .h2_connection import RelayConnection, UpstreamDecoder
 
 if TYPE_CHECKING:
     from .h2_flush import Flusher
@@ -94,7 +95,8 @@ class H2Upstream(asyncio.Protocol):
             validate_inbound_headers=False,
             normalize_inbound_headers=False,
         )
-        self.h2 = H2Connection(config)
+        self.h2 = RelayConnection(config)
+        self.h2.decoder = UpstreamDecoder(self.h2.decoder.max_header_list_size)
         self.h2.state_machine = GoawayKeepsStreams()
         self.transport: asyncio.Transport | None = None
         self.streams: dict[int, UpstreamStream] = {}
