@@ -72,3 +72,18 @@ def test_scrub_hides_jwts_and_bearer_values() -> None:
     text = scrub("Authorization: Bearer abcdefgh12345678 and eyJhbGciOi.eyJzdWIiOiJ4In0.sig")
     assert "abcdefgh12345678" not in text and "eyJzdWIiOiJ4In0" not in text
     assert text.count("[secure]") == 2
+
+
+def test_setup_keeps_hpack_quiet_even_at_debug() -> None:
+    """At --log-level debug the HTTP/2 library's header dumps (the token, Huffman-coded) stay off."""
+    import io
+    import logging
+
+    from tokenrelay.sidecar import logs
+
+    logs.setup("debug", "text", io.StringIO())
+    try:
+        assert not logging.getLogger("hpack").isEnabledFor(logging.DEBUG)
+        assert logging.getLogger("tokenrelay").isEnabledFor(logging.DEBUG)
+    finally:
+        logs.setup("info", "text", io.StringIO())

@@ -38,7 +38,9 @@ class _Observed(Protocol):
 class DownSide(Protocol):
     """What a stream uses of its client connection (``h2_downstream.H2Client``)."""
 
-    h2: H2Connection
+    @property
+    def h2(self) -> H2Connection: ...
+
     paused: bool
     closed: bool
 
@@ -61,7 +63,9 @@ class DownSide(Protocol):
 class UpSide(Protocol):
     """What a stream uses of the upstream connection it is sent on (``h2_upstream.H2Upstream``)."""
 
-    h2: H2Connection
+    @property
+    def h2(self) -> H2Connection: ...
+
     paused: bool
     closed: bool
 

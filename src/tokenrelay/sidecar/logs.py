@@ -68,3 +68,6 @@ def setup(level: str = "info", fmt: str = "json", stream: IO[str] | None = None)
     root.setLevel(numeric)
     # aiohttp's access log would add a line per token request; keep it at debug.
     logging.getLogger("aiohttp.access").setLevel(logging.DEBUG if tracebacks else logging.WARNING)
+    # hpack logs every header and encoded header block at debug: the token, Huffman-coded, where the
+    # scrubber cannot see it. Never below WARNING, for the proxy's HTTP/2 and the emulator's alike.
+    logging.getLogger("hpack").setLevel(logging.WARNING)
