@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
-import ctypes.util
 import gc
 from collections.abc import Callable
 
@@ -25,10 +24,10 @@ SETTLE_SECONDS = 1.0  # long enough for the exchange's response and its TLS buff
 
 
 def _find_malloc_trim() -> Callable[[int], int] | None:
-    name = ctypes.util.find_library("c")
+    """The C library's malloc_trim, looked up among the symbols the process already has (no
+    ``ctypes.util.find_library``: it runs ldconfig in a subprocess); None where there is none."""
     try:
-        libc = ctypes.CDLL(name)
-        trim: Callable[[int], int] = libc.malloc_trim
+        trim: Callable[[int], int] = ctypes.CDLL(None).malloc_trim
     except (OSError, AttributeError, TypeError):
         return None
     return trim
