@@ -124,7 +124,12 @@ def _run(args: argparse.Namespace) -> int:
 def run_settings(settings: Settings, reload: Callable[[], Settings] | None = None) -> int:
     """Run the daemon (see _loop_factory for its event loop); ``reload`` re-reads settings (SIGHUP)."""
     import asyncio
+    import os
 
+    # Before aiohttp loads frozenlist: its C++ extension brings libstdc++ into the process, 1.2 MiB
+    # of idle RSS (bench/idle_rss.py), for lists aiohttp freezes at start-up; the pure-Python twin
+    # serves them as well. Set only when the user has not chosen.
+    os.environ.setdefault("FROZENLIST_NO_EXTENSIONS", "1")
     from .errors import ConfigError
     from .sidecar import daemon
 

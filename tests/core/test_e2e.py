@@ -178,3 +178,14 @@ async def test_bad_configuration_exits_2_with_one_line() -> None:
         err.decode().splitlines() == [err.decode().strip()]
         and "--auth-url (env TOKENRELAY_AUTH_URL) is required" in err.decode()
     )
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="reads /proc/PID/maps")
+async def test_run_leaves_frozenlists_cxx_extension_unloaded(sidecar: Sidecar) -> None:
+    """`tokenrelay run` takes frozenlist's pure-Python twin: its C++ extension (and libstdc++, 1 MiB
+    of idle RSS) is not mapped into the sidecar."""
+    code, _, _ = await sidecar.token()
+    assert code == 0
+    maps = Path(f"/proc/{sidecar.process.pid}/maps").read_text()
+    assert "aiohttp" in maps  # the sidecar is up, aiohttp's own extensions loaded
+    assert "_frozenlist" not in maps

@@ -33,6 +33,7 @@ from ..tokens.provider import Observer, TokenProvider, TokenProviders
 from . import sinks
 from .listening import bind_error
 from .localapi import SocketServer
+from .memory import Trimmer
 from .reloader import Reloader
 from .status import StatusBoard
 
@@ -91,6 +92,7 @@ class Sidecar:
         sleep: Sleep,
         socket: SocketServer | None = None,
         proxy: ProxyServer | None = None,
+        trimmer: Trimmer | None = None,
     ) -> None:
         self.settings = settings
         self.session = session
@@ -99,6 +101,7 @@ class Sidecar:
         self.components = list(components)  # in the order they start
         self.socket = socket
         self.proxy = proxy
+        self.trimmer = trimmer
         self._clock = clock
         self._sleep = sleep
         self._started: list[Component] = []
@@ -121,6 +124,8 @@ class Sidecar:
                 await self._started.pop().stop()
             await self.providers.stop()
         finally:
+            if self.trimmer is not None:
+                self.trimmer.cancel()
             await self.session.close()
 
     async def once(self) -> int:
@@ -198,8 +203,11 @@ def build(
         on_id_token=board.id_token,
     )
     heard: list[Observer] = [*([metrics] if metrics else []), *observers]
+    trimmer = None
     if not settings.once:
         heard.extend(file_sinks)  # --once writes them itself, once, at the end
+        trimmer = Trimmer()  # the idle RSS is the budget: free pages go back after each exchange
+        heard.append(trimmer)
     providers = TokenProviders(
         [
             TokenProvider(
@@ -263,6 +271,7 @@ def build(
         sleep=sleep,
         socket=socket,
         proxy=proxy,
+        trimmer=trimmer,
     )
 
 
