@@ -8,6 +8,7 @@ import ssl
 from pathlib import Path
 
 import aiohttp
+import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -47,10 +48,9 @@ def _pem(path: Path, data: bytes) -> str:
     return str(path)
 
 
-async def test_https_upstream_trusted_through_upstream_ca(
-    aiohttp_server: ServerFactory, start_proxy: StartProxy, tmp_path: Path
-) -> None:
-    """With --upstream-ca the proxy reaches a privately signed upstream; without it, 502 (not trusted)."""
+async def _tls_upstream(aiohttp_server: ServerFactory, tmp_path: Path) -> tuple[int, str, Echo]:
+    """An Echo upstream serving https for 127.0.0.1 with a certificate from a throwaway CA: its port,
+    the CA's PEM file and the Echo."""
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca = _cert("test CA", ca_key, None, ca_key)
     key = ec.generate_private_key(ec.SECP256R1())
@@ -68,7 +68,16 @@ async def test_https_upstream_trusted_through_upstream_ca(
     ca_file = _pem(tmp_path / "ca.pem", ca.public_bytes(serialization.Encoding.PEM))
     echo = Echo()
     server = await aiohttp_server(echo.app(), ssl=context)
-    api_url = f"https://127.0.0.1:{server.port}/base"
+    assert server.port is not None
+    return server.port, ca_file, echo
+
+
+async def test_https_upstream_trusted_through_upstream_ca(
+    aiohttp_server: ServerFactory, start_proxy: StartProxy, tmp_path: Path
+) -> None:
+    """With --upstream-ca the proxy reaches a privately signed upstream; without it, 502 (not trusted)."""
+    port, ca_file, echo = await _tls_upstream(aiohttp_server, tmp_path)
+    api_url = f"https://127.0.0.1:{port}/base"
 
     trusted = await start_proxy(api_url, Tokens().build(api_url), upstream_ca=ca_file)
     untrusted = await start_proxy(api_url, Tokens().build(api_url))
@@ -79,4 +88,36 @@ async def test_https_upstream_trusted_through_upstream_ca(
         async with session.get(f"http://127.0.0.1:{untrusted.port}/v1/x") as response:
             assert response.status == 502
             assert (await response.json())["details"][0]["reason"] == "UPSTREAM_UNREACHABLE"
+    assert len(echo.seen) == 1
+
+
+async def test_https_upstream_hostname_is_checked(
+    aiohttp_server: ServerFactory, start_proxy: StartProxy, tmp_path: Path
+) -> None:
+    """A trusted certificate for another name (127.0.0.1, reached as localhost) is refused: 502."""
+    port, ca_file, echo = await _tls_upstream(aiohttp_server, tmp_path)
+    api_url = f"https://localhost:{port}/base"
+    proxy = await start_proxy(api_url, Tokens().build(api_url), upstream_ca=ca_file)
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(f"http://127.0.0.1:{proxy.port}/v1/x") as response,
+    ):
+        assert response.status == 502
+        assert (await response.json())["details"][0]["reason"] == "UPSTREAM_UNREACHABLE"
+    assert echo.seen == []
+
+
+async def test_https_upstream_trusted_through_ssl_cert_file(
+    aiohttp_server: ServerFactory, start_proxy: StartProxy, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The system roots are OpenSSL's, so a bundle named by SSL_CERT_FILE is trusted without --upstream-ca."""
+    port, ca_file, echo = await _tls_upstream(aiohttp_server, tmp_path)
+    monkeypatch.setenv("SSL_CERT_FILE", ca_file)
+    api_url = f"https://127.0.0.1:{port}/base"
+    proxy = await start_proxy(api_url, Tokens().build(api_url))
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(f"http://127.0.0.1:{proxy.port}/v1/x") as response,
+    ):
+        assert response.status == 200
     assert len(echo.seen) == 1

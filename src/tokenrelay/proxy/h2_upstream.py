@@ -36,6 +36,7 @@ from h2.settings import SettingCodes, Settings
 
 from . import h2_answers
 from .h2_connection import RelayConnection, UpstreamDecoder
+from .tls import upstream_context
 
 if TYPE_CHECKING:
     from .h2_flush import Flusher
@@ -272,10 +273,7 @@ class H2Pool:
         self._timeout = connect_timeout
         self._ssl: ssl.SSLContext | None = None
         if upstream.ssl is not None:
-            self._ssl = ssl.create_default_context()
-            if ca_file:
-                self._ssl.load_verify_locations(cafile=ca_file)
-            self._ssl.set_alpn_protocols(["h2"])
+            self._ssl = upstream_context(ca_file, "h2")
         self._conns: list[H2Upstream] = []
         self._connecting: asyncio.Future[H2Upstream] | None = None
         self._closed = False

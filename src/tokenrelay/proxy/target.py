@@ -15,6 +15,8 @@ from urllib.parse import urlsplit
 
 import httptools
 
+from .tls import upstream_context
+
 DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
@@ -39,10 +41,7 @@ class Target:
             authority += f":{port}"
         context = None
         if scheme == "https":
-            context = ssl.create_default_context()
-            if ca_file:
-                context.load_verify_locations(cafile=ca_file)
-            context.set_alpn_protocols(["http/1.1"])
+            context = upstream_context(ca_file, "http/1.1")
         return cls(
             host=host,
             port=port,
