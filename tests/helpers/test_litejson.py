@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 import subprocess
@@ -12,6 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tokenrelay.lite.jwtclaims import unverified_claims
 from tokenrelay.lite.litejson import loads
 
 JSON_VALUES = st.recursive(
@@ -44,15 +46,34 @@ def test_anything_else_is_refused_or_read_as_json_does(raw: str | bytes) -> None
 
 
 def test_decoding_imports_neither_json_nor_re() -> None:
-    """A JWT's claims and the local API's JSON answer decode without loading json (and its re)."""
+    """A JWT's claims and the local API's JSON answer decode without loading json (and its re), nor
+    binascii for a JWT's plain base64url."""
     code = (
         "import sys; before = set(sys.modules); from tokenrelay.lite.jwtclaims import unverified_claims; "
         "from tokenrelay.lite.litejson import loads; "
         "assert unverified_claims('e30.eyJleHAiOiAxfQ.c2ln') == {'exp': 1}; "
         "assert loads(b'{\"token\": \"t\"}') == {'token': 't'}; "
-        "print(sorted(m for m in ('json', 're', 'enum') if m in set(sys.modules) - before))"
+        "print(sorted(m for m in ('json', 're', 'enum', 'binascii') if m in set(sys.modules) - before))"
     )
     result = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, check=False)
     if "No module named 'tokenrelay'" in result.stderr:  # an editable install needs site
         result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]", result.stderr
+
+
+@given(
+    st.binary(max_size=40),
+    st.text("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_+/=. \n", max_size=8),
+)
+def test_claims_segment_decodes_as_urlsafe_b64decode(payload: bytes, extra: str) -> None:
+    """A JWT's payload segment, plain base64url or not, yields the claims urlsafe_b64decode (with the
+    padding restored) reads from it, or None where that fails."""
+    claims = b'{"exp": 1, "p": "' + payload.hex().encode() + b'"}'
+    segment = base64.urlsafe_b64encode(claims).decode().rstrip("=") + extra
+    try:
+        expected = json.loads(base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4)))
+    except ValueError:
+        expected = None
+    if not segment or segment.split(".") != [segment] or not isinstance(expected, dict):
+        expected = None
+    assert unverified_claims(f"e30.{segment}.c2ln") == expected
