@@ -7,7 +7,6 @@ import logging
 import time
 from collections.abc import Callable
 
-from ..config import Settings
 from ..lite.netloc import is_loopback
 from ..tokens.token import TokenSource
 from .bearer import Bearer
@@ -59,24 +58,6 @@ class ProxyServer:
         self._server: asyncio.Server | None = None
         self._sweeper: asyncio.TimerHandle | None = None
         self._drained: asyncio.Event | None = None
-
-    @classmethod
-    def from_settings(
-        cls, settings: Settings, tokens: TokenSource, observer: ProxyObserver | None = None
-    ) -> ProxyServer:
-        assert settings.proxy_listen is not None
-        return cls(
-            settings.api_url,
-            tokens,
-            listen=settings.proxy_listen,
-            upstream_ca=settings.upstream_ca,
-            limits=Limits(
-                upstream_timeout=settings.proxy_timeout, max_connections=settings.proxy_max_connections
-            ),
-            grace=settings.shutdown_grace,
-            allow_remote=settings.proxy_allow_remote,
-            observer=observer,
-        )
 
     @property
     def port(self) -> int:
