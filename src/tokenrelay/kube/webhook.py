@@ -33,7 +33,9 @@ from cryptography import x509
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from ..errors import ConfigError
+from ..lite.netloc import parse_hostport
 from ..sidecar import probes
+from ..sidecar.listening import bind_error
 from . import admission, certs, mutation, settings
 
 if TYPE_CHECKING:
@@ -297,9 +299,7 @@ async def serve(config: WebhookSettings, stop: asyncio.Event | None = None) -> i
         await site.start()
     except OSError as exc:
         await runner.cleanup()
-        raise ConfigError(
-            f"--listen: cannot listen on {config.listen[0]}:{config.listen[1]}: {exc.strerror}"
-        ) from None
+        raise bind_error(exc, "--listen", *config.listen) from None
     port = runner.addresses[0][1]
     log.info("webhook serving", extra={"listen": f"https://{config.listen[0]}:{port}/mutate"})
     metrics_server = None
@@ -415,10 +415,10 @@ def webhook_settings(args: argparse.Namespace, environ: dict[str, str] | None = 
 
 
 def _hostport(flag: str, text: str) -> tuple[str, int]:
-    host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit() or int(port) > 65535:
-        raise ConfigError(f"{flag}: {text!r} is not HOST:PORT, e.g. 0.0.0.0:8443")
-    return host.strip("[]"), int(port)
+    try:
+        return parse_hostport(text, "0.0.0.0:8443")
+    except ValueError as exc:
+        raise ConfigError(f"{flag}: {exc}") from None
 
 
 def run(args: argparse.Namespace) -> int:
