@@ -12,7 +12,8 @@ import pytest
 
 from tokenrelay.doctor.report import Outcome
 
-from ..support.doctor import BIN, doctor, finding, tool
+from ..support.doctor import BIN, doctor, finding
+from ..support.helpers import require
 
 HOST = "registry.example.test"
 
@@ -75,7 +76,13 @@ async def test_registry_auth_file_is_read_first(hosts: dict[str, str], tmp_path:
 def git(environ: dict[str, str], *args: str, stdin: str | None = None) -> str:
     """Real git in the test's HOME (no loopback server runs in these tests' event loop)."""
     done = subprocess.run(
-        [tool("git"), *args], env=environ, input=stdin, check=True, capture_output=True, text=True, timeout=30
+        [require("git"), *args],
+        env=environ,
+        input=stdin,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=30,
     )
     return done.stdout
 
@@ -186,7 +193,7 @@ async def test_the_podman_verdict_agrees_with_real_skopeo(hosts: dict[str, str],
 
     def login() -> str:
         done = subprocess.run(
-            [tool("skopeo"), "login", "--get-login", HOST],
+            [require("skopeo"), "login", "--get-login", HOST],
             env=env,
             capture_output=True,
             text=True,
@@ -200,7 +207,7 @@ async def test_the_podman_verdict_agrees_with_real_skopeo(hosts: dict[str, str],
         # installs skopeo, not podman.
         argv = shlex.split(command)
         assert argv[0] == "podman"
-        subprocess.run([tool("skopeo"), *argv[1:]], env=env, check=True, capture_output=True, timeout=60)
+        subprocess.run([require("skopeo"), *argv[1:]], env=env, check=True, capture_output=True, timeout=60)
 
     check = finding(await doctor([], env), f"clients.podman.{HOST}")
     assert check.outcome is Outcome.FAILED

@@ -22,7 +22,8 @@ from tokenrelay.lite.redact import fingerprint
 from tokenrelay.lite.socketclient import request
 from tokenrelay.testing import FakeTokenService, refusal
 
-from ..support.doctor import BIN, Platform, command, doctor, finding, sidecar, tool
+from ..support.doctor import BIN, Platform, command, doctor, finding, sidecar
+from ..support.helpers import require
 
 pytestmark = pytest.mark.e2e
 
@@ -140,7 +141,7 @@ def test_status_without_a_sidecar_says_how_to_start_one(tmp_path: Path) -> None:
 def _as_other_user() -> list[str]:
     if os.geteuid() != 0:
         return []
-    return [tool("setpriv"), "--reuid", "65534", "--regid", "65534", "--clear-groups"]
+    return [require("setpriv"), "--reuid", "65534", "--regid", "65534", "--clear-groups"]
 
 
 def test_a_socket_this_user_cannot_open_names_the_mode_fix() -> None:

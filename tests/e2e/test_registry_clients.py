@@ -13,7 +13,6 @@ import hashlib
 import json
 import os
 import shlex
-import shutil
 import subprocess
 import sys
 import threading
@@ -28,20 +27,12 @@ import pytest
 from tokenrelay.emulator.registry import tiny_image
 from tokenrelay.emulator.registry.manifests import OCI_MANIFEST
 
+from ..support.helpers import require
+
 BIN = Path(sys.executable).parent
 DEADLINE = 30.0
 
 pytestmark = pytest.mark.e2e
-
-
-def require(tool: str) -> str:
-    """The tool's path; skips when it is missing, unless CI is set (then the test fails)."""
-    path = shutil.which(tool)
-    if path is None:
-        if os.environ.get("CI"):
-            pytest.fail(f"{tool} is not installed, and CI is set: .ci/run installs it")
-        pytest.skip(f"{tool} is not installed")
-    return path
 
 
 @dataclass

@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -76,15 +75,6 @@ def finding(report: Report, check_id: str) -> Check:
     found = [check for check in report.checks if check.id == check_id]
     assert len(found) == 1, report.text()
     return found[0]
-
-
-def tool(name: str) -> str:
-    found = shutil.which(name)
-    if found is None:
-        if os.environ.get("CI"):
-            pytest.fail(f"{name} is not installed, and CI is set")
-        pytest.skip(f"{name} is not installed")
-    return found
 
 
 @asynccontextmanager
