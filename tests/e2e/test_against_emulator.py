@@ -7,14 +7,7 @@ OIDC token is an ES256 JWT from the emulator's issuer, the exchange is verified 
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
-import shutil
-import socket
-import sys
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -22,113 +15,14 @@ import pytest
 from tokenrelay.emulator import Emulator, EmulatorServer
 from tokenrelay.lite.jwtclaims import unverified_claims
 
-BIN = Path(sys.executable).parent
-SUBJECT = "system:serviceaccount:shop:checkout"
+from ..support.e2e import BIN, SUBJECT, Stack, free_port, run, sidecar
 
 pytestmark = pytest.mark.e2e
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
-@dataclass
-class Stack:
-    emulator: Emulator
-    url: str
-    org: str
-    identity: str
-    socket: str
-    proxy: str
-    process: asyncio.subprocess.Process
-
-
-async def _run(*argv: str | Path, env: dict[str, str] | None = None) -> tuple[int, str, str]:
-    proc = await asyncio.create_subprocess_exec(
-        *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env
-    )
-    out, err = await proc.communicate()
-    return proc.returncode or 0, out.decode(), err.decode()
-
-
-async def _sidecar(
-    tmp_path: Path, url: str, identity: str, proxy_port: int
-) -> tuple[str, asyncio.subprocess.Process]:
-    sock = str(tmp_path / "tokenrelay.sock")
-    process = await asyncio.create_subprocess_exec(
-        BIN / "tokenrelay",
-        "run",
-        "--auth-url",
-        url,
-        "--api-url",
-        url,
-        "--identity",
-        identity,
-        "--id-token-file",
-        str(tmp_path / "oidc-token"),
-        "--socket",
-        sock,
-        "--proxy-listen",
-        f"127.0.0.1:{proxy_port}",
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    # The socket appears first; the proxy listens a moment later: wait for both.
-    for _ in range(500):
-        if Path(sock).exists() and await _accepts(proxy_port):
-            return sock, process
-        if process.returncode is not None:
-            break
-        await asyncio.sleep(0.02)
-    process.kill()
-    raise AssertionError("tokenrelay run did not start")
-
-
-async def _accepts(port: int) -> bool:
-    try:
-        _, writer = await asyncio.open_connection("127.0.0.1", port)
-    except OSError:
-        return False
-    writer.close()
-    await writer.wait_closed()
-    return True
-
-
-@pytest.fixture
-async def stack(tmp_path: Path) -> AsyncIterator[Stack]:
-    if shutil.which("curl") is None:
-        if os.environ.get("CI"):
-            pytest.fail("curl is missing: .ci/run installs it")
-        pytest.skip("curl is not installed")
-    emulator = Emulator()
-    async with EmulatorServer(emulator) as server:
-        org = emulator.organization("shop")
-        workload = emulator.workload(org.uid, SUBJECT, role="viewer", name="checkout")
-        (tmp_path / "oidc-token").write_text(emulator.mint(SUBJECT, server.url, 600))
-        proxy_port = _free_port()
-        sock, process = await _sidecar(tmp_path, server.url, workload.identity.uid, proxy_port)
-        try:
-            yield Stack(
-                emulator,
-                server.url,
-                org.uid,
-                workload.identity.uid,
-                sock,
-                f"http://127.0.0.1:{proxy_port}",
-                process,
-            )
-        finally:
-            if process.returncode is None:
-                process.terminate()
-                await process.wait()
-
-
 async def test_token_is_the_emulators_api_token_for_the_identity(stack: Stack) -> None:
     """`tokenrelay token` prints an API token the emulator's token service issued for our identity."""
-    code, out, err = await _run(BIN / "tokenrelay", "token", "--socket", stack.socket)
+    code, out, err = await run(BIN / "tokenrelay", "token", "--socket", stack.socket)
     assert code == 0, err
     claims = unverified_claims(out.strip())
     assert claims is not None
@@ -138,21 +32,21 @@ async def test_token_is_the_emulators_api_token_for_the_identity(stack: Stack) -
 
 async def test_curl_with_the_token_reads_the_api(stack: Stack) -> None:
     """The token the socket serves is accepted by the API; without it the API answers 401."""
-    _, token, _ = await _run(BIN / "tokenrelay", "token", "--socket", stack.socket)
+    _, token, _ = await run(BIN / "tokenrelay", "token", "--socket", stack.socket)
     groups = f"{stack.url}/iam/v2beta1/groups?uidp.descendants_of={stack.org}"
-    _, out, _ = await _run(
+    _, out, _ = await run(
         "curl", "-sS", "-w", "\n%{http_code}", "-H", f"Authorization: Bearer {token.strip()}", groups
     )
     body, status = out.rsplit("\n", 1)
     assert status == "200"
     assert json.loads(body)["totalCount"] == "0"  # the org has no descendants yet, and we may look
-    _code, out, _ = await _run("curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", groups)
+    _code, out, _ = await run("curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", groups)
     assert out == "401"
 
 
 async def test_plain_curl_through_the_proxy(stack: Stack) -> None:
     """curl with no token at all, pointed at the proxy, reads the API as the identity."""
-    _code, out, _ = await _run(
+    _code, out, _ = await run(
         "curl", "-sS", "-w", "\n%{http_code}", f"{stack.proxy}/iam/v2beta1/groups/{stack.org}"
     )
     body, status = out.rsplit("\n", 1)
@@ -162,7 +56,7 @@ async def test_plain_curl_through_the_proxy(stack: Stack) -> None:
 
 async def test_viewer_cannot_write_through_the_proxy(stack: Stack) -> None:
     """The proxy adds identity, not privilege: a viewer's create is refused by the API with 403."""
-    _code, out, _ = await _run(
+    _code, out, _ = await run(
         "curl",
         "-sS",
         "-w",
@@ -187,9 +81,9 @@ async def test_identity_that_does_not_match_reads_as_such(tmp_path: Path) -> Non
         org = emulator.organization("shop")
         other = emulator.workload(org.uid, "system:serviceaccount:shop:other")
         (tmp_path / "oidc-token").write_text(emulator.mint(SUBJECT, server.url, 600))
-        sock, process = await _sidecar(tmp_path, server.url, other.identity.uid, _free_port())
+        sock, process = await sidecar(tmp_path, server.url, other.identity.uid, free_port())
         try:
-            code, out, err = await _run(BIN / "tokenrelay", "token", "--socket", sock)
+            code, out, err = await run(BIN / "tokenrelay", "token", "--socket", sock)
         finally:
             process.terminate()
             await process.wait()

@@ -10,8 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import grpc
 import httpx
@@ -19,38 +17,17 @@ import pytest
 from google.protobuf import json_format
 from google.rpc import status_pb2
 
-from tokenrelay.emulator import Emulator, EmulatorServer
 from tokenrelay.emulator.grpcapi import iam_pb2
 
-from .test_against_emulator import SUBJECT, Stack, _free_port, _sidecar
+from ..support.e2e import Stack
 
 pytestmark = pytest.mark.e2e
 
 
-@pytest.fixture
-async def stack(tmp_path: Path) -> AsyncIterator[Stack]:
-    emulator = Emulator()
-    async with EmulatorServer(emulator) as server:
-        org = emulator.organization("shop")
-        emulator.resources.create_group(org.uid, {"name": "payments"})
-        workload = emulator.workload(org.uid, SUBJECT, role="viewer", name="checkout")
-        (tmp_path / "oidc-token").write_text(emulator.mint(SUBJECT, server.url, 600))
-        proxy_port = _free_port()
-        sock, process = await _sidecar(tmp_path, server.url, workload.identity.uid, proxy_port)
-        try:
-            yield Stack(
-                emulator,
-                server.url,
-                org.uid,
-                workload.identity.uid,
-                sock,
-                f"http://127.0.0.1:{proxy_port}",
-                process,
-            )
-        finally:
-            if process.returncode is None:
-                process.terminate()
-                await process.wait()
+@pytest.fixture(autouse=True)
+def payments(stack: Stack) -> None:
+    """A group below the organization, so that lists have something to filter."""
+    stack.emulator.resources.create_group(stack.org, {"name": "payments"})
 
 
 def _grpcurl() -> str:
