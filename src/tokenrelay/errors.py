@@ -28,8 +28,6 @@ and never contain a token. Standard library only, with no import at all: the cre
 raise these.
 """
 
-from __future__ import annotations
-
 
 class TokenRelayError(Exception):
     """Base of tokenrelay's errors."""

@@ -17,7 +17,7 @@ from aiohttp import web
 from tokenrelay.config import Settings
 from tokenrelay.errors import ConfigError
 from tokenrelay.lite import aip193
-from tokenrelay.lite.timestamps import format_timestamp
+from tokenrelay.lite.timestamps import format_timestamp, parse_timestamp
 from tokenrelay.sidecar.localapi import SocketServer
 from tokenrelay.sidecar.unixsocket import bind
 from tokenrelay.testing import jti, make_jwt, refusal
@@ -190,3 +190,110 @@ async def test_token_whose_exp_is_infinity_is_served_as_json(served: tuple[Harne
     status, body = await _get(path, "/v1/token")
     assert status == 200, body
     assert json.loads(body)["expireTime"] == format_timestamp(harness.clock.wall() + 3600)
+
+
+async def _raw(path: str, *chunks: bytes) -> tuple[int, dict[str, str], bytes]:
+    """Send ``chunks`` over a fresh connection (a pause between them), read to EOF; the first answer."""
+    reader, writer = await asyncio.open_unix_connection(path)
+    for number, chunk in enumerate(chunks):
+        if number:
+            await asyncio.sleep(0.05)
+        writer.write(chunk)
+        await writer.drain()
+    raw = await asyncio.wait_for(reader.read(), 10)
+    writer.close()
+    head, _, body = raw.partition(b"\r\n\r\n")
+    lines = head.decode().split("\r\n")
+    headers = dict(line.split(": ", 1) for line in lines[1:])
+    return int(lines[0].split()[1]), headers, body[: int(headers.get("Content-Length", len(body)))]
+
+
+def _request(target: str, *fields: str, connection: str = "close") -> bytes:
+    return "\r\n".join(
+        [f"GET {target} HTTP/1.1", "Host: tokenrelay", *fields, f"Connection: {connection}", "", ""]
+    ).encode()
+
+
+# Headers that differ by design between aiohttp's answer and quicktoken's: aiohttp names itself and
+# dates its answer; a keep-alive request is told keep-alive.
+_INCIDENTAL = {"Server", "Date", "Connection", "Keep-Alive"}
+
+
+@pytest.mark.parametrize("accept", ["application/json", "text/plain"])
+@pytest.mark.parametrize(
+    "target", ["/v1/token", f"/v1/token?audience={REGISTRY}", "/v1/token?audience=registry%2Eexample%2Etest"]
+)
+async def test_the_quick_answer_is_aiohttps_answer(
+    served: tuple[Harness, str], accept: str, target: str
+) -> None:
+    """A one-shot request (Connection: close, as the helpers send) for a held token is answered before
+    aiohttp parses it, with the status, headers and body aiohttp gives a keep-alive client."""
+    _, path = served
+    await _get(path, "/v1/token")
+    await _get(path, f"/v1/token?audience={REGISTRY}")
+    quick = await _raw(path, _request(target, f"Accept: {accept}"))
+    slow = await _raw(
+        path, _request(target, f"Accept: {accept}", connection="keep-alive") + _request("/healthz")
+    )
+    assert "Server" not in quick[1] and "Server" in slow[1]  # each took the path it was meant to
+    assert quick[0] == slow[0] == 200
+    assert quick[2] == slow[2]
+    assert {k: v for k, v in quick[1].items() if k not in _INCIDENTAL} == {
+        k: v for k, v in slow[1].items() if k not in _INCIDENTAL
+    }
+
+
+async def test_the_text_answer_states_the_expiry(served: tuple[Harness, str]) -> None:
+    """Token-Expires-At is the JSON answer's expireTime in whole Unix seconds."""
+    _, path = served
+    _, body = await _get(path, "/v1/token")
+    status, headers, _ = await _raw(path, _request("/v1/token", "Accept: text/plain"))
+    assert status == 200
+    assert headers["Token-Expires-At"] == str(int(parse_timestamp(json.loads(body)["expireTime"])))
+
+
+@pytest.mark.parametrize(
+    ("chunks", "status"),
+    [
+        ((b"GET /v1/token HTTP/1.1\r\nHost: t\r\n", b"Connection: close\r\n\r\n"), 200),  # head in two reads
+        ((b"GET /v1/token?audience=other.example HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",), 404),
+        ((b"GET /v1/token?audience=a+b HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",), 404),
+        ((b"GET /v1/token?audience=%FF HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",), 404),
+        ((b"GET /v1/token?audience=x&audience=y HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",), 404),
+        ((b"POST /v1/token HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\nConnection: close\r\n\r\nab",), 405),
+        ((b"GET /v1/tokens HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",), 404),
+        (
+            (
+                b"GET /v1/token HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+                b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n",
+            ),
+            400,  # aiohttp refuses data after Connection: close
+        ),
+        ((b"GET /v1/token HTTP/1.1\r\nConnection: close\r\n\r\n",), 400),
+        ((b"GET /v1/token HTTP/1.1\r\nHost: a\r\nHost: b\r\nConnection: close\r\n\r\n",), 400),
+        ((b"GET /v1/token HTTP/1.1\r\nHost: t\r\nAccept : text/plain\r\nConnection: close\r\n\r\n",), 400),
+        ((b"GET /v1/token HTTP/1.1\r\nHost: t\r\nX: a\r\n b\r\nConnection: close\r\n\r\n",), 400),
+    ],
+    ids=[
+        "split-head",
+        "unknown",
+        "plus",
+        "not-utf8",
+        "repeated",
+        "post",
+        "other-path",
+        "pipelined",
+        "no-host",
+        "two-hosts",
+        "space-before-colon",
+        "obs-fold",
+    ],
+)
+async def test_requests_of_any_other_shape_get_aiohttps_answer(
+    served: tuple[Harness, str], chunks: tuple[bytes, ...], status: int
+) -> None:
+    """Whatever is not exactly the hot request goes to aiohttp untouched and gets its answer."""
+    _, path = served
+    await _get(path, "/v1/token")
+    answer = await _raw(path, *chunks)
+    assert (answer[0], "Server" in answer[1]) == (status, True)

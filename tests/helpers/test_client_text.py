@@ -11,7 +11,8 @@ import pytest
 
 from tokenrelay.helpers.source import CredentialError, fetch
 from tokenrelay.lite.redact import fingerprint
-from tokenrelay.lite.socketclient import LocalApiError, fetch_token, fetch_token_text
+from tokenrelay.lite.socketclient import LocalApiError, fetch_token, fetch_token_bare, fetch_token_text
+from tokenrelay.lite.timestamps import parse_timestamp
 
 from ..support.helpers import Stack, run, script
 from ..support.paths import short_dir
@@ -21,9 +22,22 @@ def test_text_token_is_the_json_token(stack: Stack) -> None:
     """The text/plain answer is the same current token the JSON answer carries."""
     audience = stack.registry.netloc
     assert fingerprint(fetch_token_text(stack.socket, audience)) == stack.current(audience)
-    assert fingerprint(fetch(audience, {"TOKENRELAY_SOCKET": stack.socket}, expiry=False).token) == (
+    assert fingerprint(fetch(audience, {"TOKENRELAY_SOCKET": stack.socket}).token) == (
         fingerprint(fetch_token(stack.socket, audience).token)
     )
+
+
+def test_text_answer_states_the_expiry_of_the_json_answer(stack: Stack) -> None:
+    """The text/plain answer's Token-Expires-At is the JSON answer's expireTime, in Unix seconds: the
+    expiry git is told, without decoding JSON or the token."""
+    audience = stack.registry.netloc
+    reply = fetch_token(stack.socket, audience)
+    token, expires_at = fetch_token_bare(stack.socket, audience)
+    assert fingerprint(token) == fingerprint(reply.token)
+    assert expires_at == int(parse_timestamp(reply.expire_time))
+    credential = fetch(audience, {"TOKENRELAY_SOCKET": stack.socket})
+    assert credential.expires_at == expires_at
+    assert credential.expiry() == expires_at
 
 
 def test_text_refusal_is_the_sidecars_message(stack: Stack) -> None:
@@ -34,7 +48,7 @@ def test_text_refusal_is_the_sidecars_message(stack: Stack) -> None:
     assert caught.value.reason
     assert "--audience unknown.example" in str(caught.value)
     with pytest.raises(CredentialError, match="has no token: .*--audience unknown.example"):
-        fetch("unknown.example", {"TOKENRELAY_SOCKET": stack.socket}, expiry=False)
+        fetch("unknown.example", {"TOKENRELAY_SOCKET": stack.socket})
 
 
 @pytest.fixture
@@ -76,6 +90,19 @@ def test_text_body_that_is_not_a_token_is_refused(canned: tuple[str, list[bytes]
     replies.append(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
     with pytest.raises(LocalApiError, match="answered an unexpected body"):
         fetch_token_text(path, "a")
+
+
+@pytest.mark.parametrize(
+    "header", [b"", b"Token-Expires-At: soon\r\n", b"Token-Expires-At: -5\r\n", b"Token-Expires-At: 1e99\r\n"]
+)
+def test_a_missing_or_malformed_expiry_header_leaves_the_expiry_unknown(
+    canned: tuple[str, list[bytes]], header: bytes
+) -> None:
+    """A sidecar that states no usable expiry (an older one, or a garbled header) still hands out the
+    token; the expiry is then read from the token, not guessed."""
+    path, replies = canned
+    replies.append(b"HTTP/1.1 200 OK\r\n%sContent-Length: 5\r\n\r\ntoken" % header)
+    assert fetch_token_bare(path, "a") == ("token", None)
 
 
 def test_text_refusal_that_is_not_aip193_names_the_status(canned: tuple[str, list[bytes]]) -> None:

@@ -198,8 +198,16 @@ def test_get_path_loads_nothing_heavy(stack: Stack, client_env: dict[str, str]) 
         assert not {name for name in loaded if name.split(".")[0] in HEAVY or name in HEAVY}, helper
 
 
-def test_docker_get_imports_no_json_re_or_enum(stack: Stack, client_env: dict[str, str]) -> None:
-    """docker's ``get`` for a served host imports none of json, re, enum, socket, typing and the like."""
-    loaded = imported_by([script("docker-credential-tokenrelay"), "get"], stack.registry.netloc, client_env)
-    assert "tokenrelay.helpers.docker" in loaded
-    assert sorted(name for name in loaded if name.split(".")[0] in DOCKER_GET_AVOIDS) == []
+def test_get_imports_no_json_re_or_enum(stack: Stack, client_env: dict[str, str]) -> None:
+    """docker's and git's ``get`` for a served host import none of json, re, enum, socket, typing and
+    the like, not even ``__future__``, and decode no JSON: git learns the expiry from a header."""
+    avoided = {*DOCKER_GET_AVOIDS, "_json", "__future__"}
+    for helper, stdin in (
+        ("docker-credential-tokenrelay", stack.registry.netloc),
+        ("git-credential-tokenrelay", f"protocol=http\nhost={stack.git.netloc}\n\n"),
+    ):
+        loaded = imported_by([script(helper), "get"], stdin, client_env)
+        assert f"tokenrelay.helpers.{helper.split('-')[0]}" in loaded
+        decoders = {"tokenrelay.lite.litejson", "tokenrelay.lite.jwtclaims"} & loaded
+        assert sorted(name for name in loaded if name.split(".")[0] in avoided) == [], helper
+        assert decoders == set(), helper

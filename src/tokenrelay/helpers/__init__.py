@@ -5,8 +5,6 @@ standard streams. The ``get`` paths import only the standard library: these run 
 fetch, so their start-up time is the user's waiting time.
 """
 
-from __future__ import annotations
-
 import sys
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs the helpers' start-up
@@ -44,7 +42,7 @@ def failure_line(exc: Exception, *, unreadable: str, not_text: str) -> str:
     return f"tokenrelay: internal error ({type(exc).__name__}); please report it\n"
 
 
-def run_main(handle: Handle) -> int:
+def run_main(handle: "Handle") -> int:
     """A helper executable: ``argv[1]`` is the action, the real streams are wired to ``handle``.
 
     Here, in the package every helper imports anyway, so that sharing it costs no import.

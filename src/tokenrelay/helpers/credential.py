@@ -5,8 +5,6 @@ A leaf: it imports only ``errors``, so ``source`` (the sidecar's socket) and ``f
 exchange) both build on it without importing each other at import time.
 """
 
-from __future__ import annotations
-
 from ..errors import CredentialError
 
 __all__ = ["USERNAME", "Credential", "CredentialError"]
@@ -29,28 +27,29 @@ USERNAME = "_token"
 
 
 class Credential:
-    """A token and, when known, its expiry; the timing is read from the token only when asked."""
+    """A token and, when the sidecar or the token service stated it, its expiry (Unix time). Its
+    timing is read from the token itself only when asked."""
 
-    __slots__ = ("_expire_time", "token")
+    __slots__ = ("expires_at", "token")
 
-    def __init__(self, token: str, expire_time: str | None = None) -> None:
+    def __init__(self, token: str, expires_at: float | None = None) -> None:
         self.token = token
-        self._expire_time = expire_time  # ISO 8601, as the local API sends it
+        self.expires_at = expires_at
 
     def __repr__(self) -> str:
-        return f"Credential(expire_time={self._expire_time!r})"
+        return f"Credential(expires_at={self.expires_at!r})"
 
     def times(self) -> tuple[float | None, float | None]:
-        """``(issued_at, expires_at)`` as Unix times, each None when unknown."""
+        """``(issued_at, expires_at)`` as Unix times, each None when unknown: the token's own ``iat``
+        and ``exp`` (one clock, the token service's, for a caller that computes with both), else the
+        stated expiry."""
         from ..lite.jwtclaims import numeric_claim, unverified_claims
 
         claims = unverified_claims(self.token) or {}
-        issued, expires = numeric_claim(claims, "iat"), numeric_claim(claims, "exp")
-        if expires is None and self._expire_time:
-            from ..lite.timestamps import parse_timestamp
+        expires = numeric_claim(claims, "exp")
+        return numeric_claim(claims, "iat"), self.expires_at if expires is None else expires
 
-            try:
-                expires = parse_timestamp(self._expire_time)
-            except ValueError:
-                expires = None
-        return issued, expires
+    def expiry(self) -> float | None:
+        """When to stop using the token (Unix time, None when unknown): the stated expiry, which is
+        on this machine's clock and needs no decoding, else the token's ``exp``."""
+        return self.expires_at if self.expires_at is not None else self.times()[1]

@@ -78,7 +78,7 @@ def fetch(
     )
     expiry = token_expiry(token, expiry, now)
     store_cached(directory, path, token, expiry)
-    return credential(token, expiry)
+    return Credential(token, expiry)
 
 
 def auth_url_from(environ: Mapping[str, str]) -> str:
@@ -93,12 +93,6 @@ def auth_url_from(environ: Mapping[str, str]) -> str:
         return http_url(auth_url)
     except ValueError as exc:
         raise CredentialError(f"{where('auth_url')}: {exc}") from None
-
-
-def credential(token: str, expiry: float) -> Credential:
-    from ..lite.timestamps import format_timestamp
-
-    return Credential(token, format_timestamp(expiry))
 
 
 def token_expiry(token: str, stated: float | None, now: float) -> float:
@@ -250,7 +244,7 @@ def load_cached(path: Path, now: float) -> Credential | None:
         return None
     if not isinstance(token, str) or not isinstance(expiry, int | float) or expiry - now < MIN_REMAINING:
         return None
-    return credential(token, float(expiry))
+    return Credential(token, float(expiry))
 
 
 def store_cached(directory: Path, path: Path, token: str, expiry: float) -> None:

@@ -13,8 +13,6 @@ which it passes through, is the only place its user sees why.
 together they cost more than the rest of its run, so its one JSON object is written by hand.
 """
 
-from __future__ import annotations
-
 import sys
 
 from ..lite.procenv import environ as process_environ
@@ -39,18 +37,18 @@ _ESCAPES.update({ord('"'): '\\"', ord("\\"): "\\\\", 8: "\\b", 9: "\\t", 10: "\\
 
 def handle(
     action: str,
-    stdin: TextIO,
-    stdout: TextIO,
+    stdin: "TextIO",
+    stdout: "TextIO",
     *,
-    environ: Mapping[str, str] | None = None,
-    fetch: Callable[[str], Credential] | None = None,
-    stderr: TextIO | None = None,
+    environ: "Mapping[str, str] | None" = None,
+    fetch: "Callable[[str], Credential] | None" = None,
+    stderr: "TextIO | None" = None,
 ) -> int:
     """Run one protocol action; the exit status. Never raises, never prints a traceback."""
     env = process_environ() if environ is None else environ
     try:
         if action == "get":
-            return _get(stdin.read(MAX_INPUT + 1), stdout, env, fetch or fetcher(env, expiry=False), stderr)
+            return _get(stdin.read(MAX_INPUT + 1), stdout, env, fetch or fetcher(env), stderr)
         if action in ("store", "erase"):
             stdin.read()
             return 0
@@ -77,7 +75,7 @@ def handle(
         return _fail(line, stdout, stderr)
 
 
-def _fail(line: str, stdout: TextIO, stderr: TextIO | None) -> int:
+def _fail(line: str, stdout: "TextIO", stderr: "TextIO | None") -> int:
     """Report a failure where every client looks: stdout (the protocol) and stderr (the docker CLI)."""
     stdout.write(line)
     if stderr is not None:
@@ -87,10 +85,10 @@ def _fail(line: str, stdout: TextIO, stderr: TextIO | None) -> int:
 
 def _get(
     server_text: str,
-    stdout: TextIO,
-    env: Mapping[str, str],
-    fetch: Callable[[str], Credential],
-    stderr: TextIO | None,
+    stdout: "TextIO",
+    env: "Mapping[str, str]",
+    fetch: "Callable[[str], Credential]",
+    stderr: "TextIO | None",
 ) -> int:
     server = server_text.strip()
     if not server or len(server_text) > MAX_INPUT:

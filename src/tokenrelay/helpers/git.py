@@ -10,8 +10,6 @@ it. A host that is not configured gets nothing, and git asks its next helper. ``
 Errors go to stderr (git shows them) with exit status 1.
 """
 
-from __future__ import annotations
-
 import sys
 
 from ..errors import InputError
@@ -45,12 +43,12 @@ def parse(text: str) -> dict[str, list[str]]:
     return attributes
 
 
-def answer(attributes: Mapping[str, list[str]], credential: Credential) -> str:
+def answer(attributes: "Mapping[str, list[str]]", credential: Credential) -> str:
     """The lines to print for a configured host."""
     token = credential.token
     if any(c in token for c in "\r\n\0"):
         raise CredentialError("the token has a line break in it, which git's protocol cannot carry")
-    _, expires = credential.times()
+    expires = credential.expiry()
     expiry = [f"password_expiry_utc={int(expires)}"] if expires is not None else []
     if "authtype" in attributes.get("capability[]", []):
         lines = ["capability[]=authtype", "authtype=Bearer", f"credential={token}", "ephemeral=1", *expiry]
@@ -59,19 +57,19 @@ def answer(attributes: Mapping[str, list[str]], credential: Credential) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _first(attributes: Mapping[str, list[str]], key: str) -> str:
+def _first(attributes: "Mapping[str, list[str]]", key: str) -> str:
     values = attributes.get(key)
     return values[-1] if values else ""
 
 
 def handle(
     action: str,
-    stdin: TextIO,
-    stdout: TextIO,
+    stdin: "TextIO",
+    stdout: "TextIO",
     *,
-    environ: Mapping[str, str] | None = None,
-    fetch: Callable[[str], Credential] | None = None,
-    stderr: TextIO | None = None,
+    environ: "Mapping[str, str] | None" = None,
+    fetch: "Callable[[str], Credential] | None" = None,
+    stderr: "TextIO | None" = None,
 ) -> int:
     """Run one protocol action; the exit status. Never raises, never prints a traceback."""
     env = process_environ() if environ is None else environ

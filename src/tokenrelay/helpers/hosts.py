@@ -8,8 +8,6 @@ Standard library only, and parsed by hand rather than with ``urllib.parse`` or `
 run goes through here before it can answer.
 """
 
-from __future__ import annotations
-
 from ..errors import HostsError
 from ..lite.names import CONFIG_ENV, HOSTS_ENV
 from ..lite.procenv import environ as process_environ
@@ -104,7 +102,7 @@ def parse_spec(spec: str) -> Host:
     return Host(name, port, audience or join_netloc(name, port))
 
 
-def parse_list(entries: Iterable[str], where: str) -> tuple[Host, ...]:
+def parse_list(entries: "Iterable[str]", where: str) -> tuple[Host, ...]:
     """Every host in ``entries`` (each may hold several comma-separated specs); raises HostsError."""
     found: dict[tuple[str, str | None], Host] = {}
     for entry in entries:
@@ -125,7 +123,7 @@ def parse_list(entries: Iterable[str], where: str) -> tuple[Host, ...]:
     return tuple(found.values())
 
 
-def load(environ: Mapping[str, str] | None = None) -> tuple[Host, ...]:
+def load(environ: "Mapping[str, str] | None" = None) -> tuple[Host, ...]:
     """The configured hosts (possibly none); raises HostsError naming the variable or file to fix."""
     env = process_environ() if environ is None else environ
     raw = env.get(HOSTS_ENV)
@@ -188,7 +186,7 @@ def parse_server(text: str, scheme: str | None = None) -> Target | None:
     return Target(scheme, parts[0], parts[1])
 
 
-def match(hosts: Iterable[Host], server: str, scheme: str | None = None) -> Host | None:
+def match(hosts: "Iterable[Host]", server: str, scheme: str | None = None) -> Host | None:
     """The configured host that ``server`` names, or None.
 
     A host listed without a port matches its scheme's default port (443 when the scheme is not

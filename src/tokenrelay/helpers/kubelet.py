@@ -30,7 +30,6 @@ from .direct import (
     AUTH_URL_ENV,
     IDENTITY_ENV,
     auth_url_from,
-    credential,
     exchange_token,
     timeout_from,
     token_expiry,
@@ -207,7 +206,7 @@ def _exchange_service_account(
         id_token=sa_token,
         timeout=timeout_from(environ),
     )
-    return credential(token, token_expiry(token, stated, now))
+    return Credential(token, token_expiry(token, stated, now))
 
 
 def cache_seconds(issued: float | None, expires: float | None, now: float) -> int:

@@ -6,10 +6,8 @@ helper exchanges by itself (see ``fallback``). A sidecar that answers with a ref
 authority: its refusal is reported, not worked around.
 """
 
-from __future__ import annotations
-
 from ..lite.procenv import environ as process_environ
-from ..lite.socketclient import LocalApiError, fetch_token, fetch_token_text, socket_path
+from ..lite.socketclient import LocalApiError, fetch_token_bare, socket_path
 from .credential import Credential, CredentialError
 
 __all__ = ["Credential", "CredentialError", "fetch", "fetcher"]
@@ -22,18 +20,12 @@ if TYPE_CHECKING:
 SOCKET_TIMEOUT = 15.0
 
 
-def fetch(audience: str, environ: Mapping[str, str] | None = None, *, expiry: bool = True) -> Credential:
-    """A token for ``audience``; raises CredentialError.
-
-    ``expiry=False`` asks the sidecar for the bare token: quicker to decode, for a caller that never
-    asks the credential's ``times()`` (which then reads them from the token alone).
-    """
+def fetch(audience: str, environ: "Mapping[str, str] | None" = None) -> Credential:
+    """A token for ``audience``, with its expiry as the sidecar states it; raises CredentialError."""
     env = process_environ() if environ is None else environ
     path = socket_path(environ=env)
     try:
-        if not expiry:
-            return Credential(fetch_token_text(path, audience, timeout=SOCKET_TIMEOUT))
-        reply = fetch_token(path, audience, timeout=SOCKET_TIMEOUT)
+        token, expires_at = fetch_token_bare(path, audience, timeout=SOCKET_TIMEOUT)
     except LocalApiError as exc:
         if exc.status is not None:
             raise CredentialError(f"the tokenrelay sidecar at {path} has no token: {exc}") from None
@@ -42,9 +34,9 @@ def fetch(audience: str, environ: Mapping[str, str] | None = None, *, expiry: bo
         if fallback.configured(env):
             return fallback.fetch(audience, env)
         raise CredentialError(f"{exc}; {fallback.HINT}") from None
-    return Credential(reply.token, reply.expire_time)
+    return Credential(token, expires_at)
 
 
-def fetcher(environ: Mapping[str, str] | None, *, expiry: bool = True) -> Callable[[str], Credential]:
+def fetcher(environ: "Mapping[str, str] | None") -> "Callable[[str], Credential]":
     """``fetch`` bound to an environment, the default of every helper's ``handle``."""
-    return lambda audience: fetch(audience, environ, expiry=expiry)
+    return lambda audience: fetch(audience, environ)

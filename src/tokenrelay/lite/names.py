@@ -6,8 +6,6 @@ variables by these names. ``config.OPTIONS`` is the table these names come from 
 they agree). Standard library only, no imports at all: the credential helpers import this module.
 """
 
-from __future__ import annotations
-
 ENV_PREFIX = "TOKENRELAY_"
 
 # Every option of `tokenrelay run`, in the order of config.OPTIONS.
@@ -50,6 +48,10 @@ DEFAULT_PROXY_TIMEOUT = 60.0
 DEFAULT_PROXY_MAX_CONNECTIONS = 1024
 DEFAULT_PROXY_LISTEN = ("127.0.0.1", 8080)
 DEFAULT_MODE = 0o600  # of the socket and of --token-file files
+
+# The local API's text/plain token answer states the token's expiry (Unix seconds) in this header, so
+# that a credential helper learns it without decoding JSON or the token (the JSON answer has expireTime).
+EXPIRES_HEADER = "Token-Expires-At"
 
 # Variables read beside the options: the config file, and the helpers' host list.
 CONFIG_ENV = ENV_PREFIX + "CONFIG"

@@ -5,8 +5,6 @@ The credential helpers ask ``is_loopback`` on their hot path, so the usual spell
 without importing ipaddress; anything else that could be an IPv6 address goes to ipaddress.
 """
 
-from __future__ import annotations
-
 
 def is_loopback(host: str) -> bool:
     if host in ("localhost", "::1"):

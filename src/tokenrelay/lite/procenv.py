@@ -5,8 +5,6 @@ A credential helper run needs nothing else of ``os``, whose import (with ``_coll
 Standard library only, and no ``typing``.
 """
 
-from __future__ import annotations
-
 import sys
 
 

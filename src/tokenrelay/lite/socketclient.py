@@ -7,25 +7,31 @@ pull, a git fetch), so they must start in milliseconds: no aiohttp, no http.clie
 successful path needs neither.
 """
 
-from __future__ import annotations
-
+# The C module behind ``socket``: the same socket object for what we do here (connect, sendall, recv),
+# without socket.py's enum conversions and selectors, a tenth of a helper's start-up.
 from _socket import AF_UNIX, SOCK_STREAM
 from _socket import socket as unix_socket
 
 from ..errors import LocalApiError
-from .names import DEFAULT_SOCKET, SOCKET_ENV
-
-# The C module behind ``socket``: the same socket object for what we do here (connect, sendall, recv),
-# without socket.py's enum conversions and selectors, a tenth of a helper's start-up.
+from .names import DEFAULT_SOCKET, EXPIRES_HEADER, SOCKET_ENV
 from .procenv import environ as process_environ
 
-__all__ = ["DEFAULT_SOCKET", "SOCKET_ENV", "LocalApiError", "TokenReply", "fetch_token", "fetch_token_text"]
+__all__ = [
+    "DEFAULT_SOCKET",
+    "SOCKET_ENV",
+    "LocalApiError",
+    "TokenReply",
+    "fetch_token",
+    "fetch_token_bare",
+    "fetch_token_text",
+]
 
 TYPE_CHECKING = False  # not typing's: the helpers' hot path must not import typing
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
 MAX_REPLY = 1 << 20
+_EXPIRES_KEY = EXPIRES_HEADER.lower().encode()
 
 
 # RFC 3986 unreserved characters: what urllib.parse.quote(safe="") leaves alone.
@@ -64,7 +70,7 @@ def quote(text: str) -> str:
     return "".join(chr(b) if b in _UNRESERVED else f"%{b:02X}" for b in text.encode())
 
 
-def socket_path(explicit: str | None = None, environ: Mapping[str, str] | None = None) -> str:
+def socket_path(explicit: str | None = None, environ: "Mapping[str, str] | None" = None) -> str:
     """``explicit``, else $TOKENRELAY_SOCKET, else where ``tokenrelay run`` listens by default."""
     env = process_environ() if environ is None else environ
     return explicit or env.get(SOCKET_ENV) or DEFAULT_SOCKET
@@ -85,17 +91,26 @@ def fetch_token(path: str, audience: str | None = None, timeout: float = 15.0) -
 
 
 def fetch_token_text(path: str, audience: str | None = None, timeout: float = 15.0) -> str:
-    """The token alone, asked for as ``text/plain``: for callers that need no expiry, since decoding
-    JSON costs more start-up (``json`` imports ``re``) than the rest of a credential helper's run."""
-    status, body = request(path, _target(audience), timeout, accept="text/plain")
+    """The token alone, asked for as ``text/plain``."""
+    return fetch_token_bare(path, audience, timeout)[0]
+
+
+def fetch_token_bare(path: str, audience: str | None = None, timeout: float = 15.0) -> tuple[str, int | None]:
+    """The token asked for as ``text/plain``, and its expiry in Unix seconds from the answer's
+    ``Token-Expires-At`` header (None from a sidecar that sends none): what the credential helpers
+    use, since decoding JSON costs more start-up (``json`` imports ``re``) than the rest of their run."""
+    status, headers, body = exchange(path, _target(audience), timeout, accept="text/plain")
     if status != 200:
         raise _refusal(path, status, body)
     if body.split() != [body]:  # empty, or a JSON body from a sidecar that ignored Accept
         raise LocalApiError(f"the tokenrelay sidecar at {path} answered an unexpected body")
     try:
-        return body.decode()
+        token = body.decode()
     except UnicodeDecodeError:
         raise LocalApiError(f"the tokenrelay sidecar at {path} answered an unexpected body") from None
+    stated = headers.get(_EXPIRES_KEY, b"")
+    # Digits only, and no later than year 9999: what git's password_expiry_utc can carry.
+    return token, int(stated) if stated.isdigit() and len(stated) <= 12 else None
 
 
 def _target(audience: str | None) -> str:
@@ -114,6 +129,14 @@ def _refusal(path: str, status: int, body: bytes) -> LocalApiError:
 
 def request(path: str, target: str, timeout: float, accept: str = "application/json") -> tuple[int, bytes]:
     """One GET over the socket; ``(status, body)``."""
+    status, _, body = exchange(path, target, timeout, accept)
+    return status, body
+
+
+def exchange(
+    path: str, target: str, timeout: float, accept: str = "application/json"
+) -> tuple[int, dict[bytes, bytes], bytes]:
+    """One GET over the socket; ``(status, headers, body)``, header names in lower case."""
     sock = unix_socket(AF_UNIX, SOCK_STREAM)
     sock.settimeout(timeout)
     try:
@@ -153,7 +176,7 @@ def request(path: str, target: str, timeout: float, accept: str = "application/j
         raise LocalApiError(f"the process at {path} does not speak the tokenrelay local API") from None
 
 
-def _parse_reply(raw: bytes, path: str) -> tuple[int, bytes]:
+def _parse_reply(raw: bytes, path: str) -> tuple[int, dict[bytes, bytes], bytes]:
     head, sep, body = raw.partition(b"\r\n\r\n")
     lines = head.split(b"\r\n")
     parts = lines[0].split(b" ", 2)
@@ -167,7 +190,7 @@ def _parse_reply(raw: bytes, path: str) -> tuple[int, bytes]:
         body = _dechunk(body)
     elif b"content-length" in headers and headers[b"content-length"].isdigit():
         body = body[: int(headers[b"content-length"])]
-    return int(parts[1]), body
+    return int(parts[1]), headers, body
 
 
 def _dechunk(data: bytes) -> bytes:

@@ -1,15 +1,17 @@
 """The local API served over the Unix socket: the current token, the sidecar's status, liveness and
 readiness (``probes``), and ``SocketServer``, the daemon Component that serves it.
 
-``GET /v1/token[?audience=AUD]`` answers ``{"token", "expireTime", "audience"}`` (or the bare token
-with ``Accept: text/plain``); refusals are AIP-193 bodies like the upstream's, so one client code
-path handles both.
+``GET /v1/token[?audience=AUD]`` answers ``{"token", "expireTime", "audience"}``, or with ``Accept:
+text/plain`` the bare token and its expiry in Unix seconds in a ``Token-Expires-At`` header; refusals
+are AIP-193 bodies like the upstream's, so one client code path handles both. ``quicktoken`` answers
+the same request, when a token is held, before aiohttp parses it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
@@ -17,8 +19,9 @@ from aiohttp import web
 from ..errors import TokenUnavailable, UnknownAudience
 from ..lite import aip193
 from ..lite.aip193 import Code
+from ..lite.names import EXPIRES_HEADER
 from ..tokens.token import Token, TokenSource
-from . import probes, unixsocket
+from . import probes, quicktoken, unixsocket
 
 if TYPE_CHECKING:
     from ..config import Settings
@@ -57,9 +60,31 @@ async def get_token(request: web.Request) -> web.Response:
             return error_response(404, Code.NOT_FOUND, exc.message, "AUDIENCE_NOT_CONFIGURED")
         except TokenUnavailable as exc:
             return error_response(503, Code.UNAVAILABLE, exc.message, "TOKEN_UNAVAILABLE")
-    if _wants_text(request.headers.get("Accept", "")):
-        return web.Response(body=token.value.encode(), headers=_TEXT_HEADERS)
-    return web.Response(body=app[BODIES].body(token), headers=_JSON_HEADERS)
+    body, headers = render(token, request.headers.get("Accept", ""), app[BODIES])
+    return web.Response(body=body, headers=headers)
+
+
+def render(token: Token, accept: str, bodies: EncodedTokens) -> tuple[bytes, Mapping[str, str]]:
+    """The body and headers of a 200 carrying ``token``: JSON, or the bare token as text/plain with
+    its expiry in a header when the client asked for that."""
+    if _wants_text(accept):
+        return token.value.encode(), {**_TEXT_HEADERS, EXPIRES_HEADER: str(int(token.expire_wall))}
+    return bodies.body(token), _JSON_HEADERS
+
+
+def quick_answer(app: web.Application) -> quicktoken.Answer:
+    """``get_token`` for a token held right now, for ``quicktoken``: the same count, the same
+    audience, the same answer; None whenever ``get_token`` would have to wait or refuse."""
+    tokens, count, bodies = app[TOKENS], app[COUNT], app[BODIES]
+
+    def answer(audience: str | None, accept: str) -> tuple[bytes, Mapping[str, str]] | None:
+        token = tokens.current(audience or tokens.audiences[0])
+        if token is None:
+            return None
+        count("socket")
+        return render(token, accept, bodies)
+
+    return answer
 
 
 class EncodedTokens:
@@ -118,8 +143,9 @@ class SocketServer:
         status: Callable[[], dict[str, Any]] | None = None,
     ) -> None:
         self._settings = settings
+        self._app = create_app(tokens, ready, count, status)
         self._runner = web.AppRunner(
-            create_app(tokens, ready, count, status),
+            self._app,
             access_log=None,
             handle_signals=False,
             shutdown_timeout=settings.shutdown_grace,
@@ -130,14 +156,24 @@ class SocketServer:
         sock = unixsocket.bind(self._settings.socket, self._settings.socket_mode)
         self._inode = unixsocket.inode(self._settings.socket)
         await self._runner.setup()
-        site: web.BaseSite
+        answer = quick_answer(self._app)
+
+        def quick(http: Callable[[], asyncio.BaseProtocol]) -> asyncio.BaseProtocol:
+            return quicktoken.QuickToken(http, answer)
+
+        front: quicktoken.Front = quick
         if self._settings.socket_allow_uid or self._settings.socket_allow_gid:
             from . import peercred  # only with --socket-allow-uid/gid: idle memory is the budget
 
             policy = peercred.Policy(self._settings.socket_allow_uid, self._settings.socket_allow_gid)
-            site = peercred.GuardedSockSite(self._runner, sock, policy)
-        else:
-            site = web.SockSite(self._runner, sock)
+            refusals = peercred.RefusalLog()
+
+            def gated(http: Callable[[], asyncio.BaseProtocol]) -> asyncio.BaseProtocol:
+                return peercred.PeerGate(lambda: quick(http), policy, refusals)
+
+            front = gated
+
+        site = quicktoken.FrontedSockSite(self._runner, sock, front)
         await site.start()
 
     async def stop(self) -> None:

@@ -26,8 +26,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
-from aiohttp import web
-
 from ..lite import aip193
 from ..lite.aip193 import Code
 from ..lite.names import where
@@ -200,23 +198,3 @@ class PeerGate(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         if self._timer is not None:
             self._timer.cancel()
-
-
-class GuardedSockSite(web.SockSite):
-    """A SockSite whose connections pass a PeerGate before aiohttp's protocol sees them."""
-
-    def __init__(self, runner: web.BaseRunner, sock: socket.socket, policy: Policy) -> None:
-        super().__init__(runner, sock)
-        self._policy = policy
-        self._refusals = RefusalLog()
-
-    async def start(self) -> None:
-        # SockSite.start would hand aiohttp's protocol factory straight to the loop; register with
-        # the runner as it does, then serve through the gate instead (BaseSite.stop closes _server).
-        await web.BaseSite.start(self)
-        server = self._runner.server
-        assert server is not None
-        sock = self._sock
-        self._server = await asyncio.get_running_loop().create_unix_server(
-            lambda: PeerGate(server, self._policy, self._refusals), sock=sock, backlog=self._backlog
-        )

@@ -73,7 +73,7 @@ class DualSockSite(web.SockSite):
         self._http2 = http2
 
     async def start(self) -> None:
-        # as GuardedSockSite does: register with the runner, then serve through our own protocol
+        # as sidecar.quicktoken.FrontedSockSite does: register with the runner, then serve our protocol
         await web.BaseSite.start(self)
         server = self._runner.server
         assert server is not None
