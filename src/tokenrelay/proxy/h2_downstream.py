@@ -22,6 +22,7 @@ from time import monotonic
 from typing import TYPE_CHECKING, cast
 
 from h2.config import H2Configuration
+from h2.connection import ConnectionState
 from h2.errors import ErrorCodes
 from h2.events import (
     ConnectionTerminated,
@@ -46,7 +47,7 @@ from hyperframe.frame import GoAwayFrame
 from ..errors import TokenUnavailable
 from . import h2_answers
 from .h2_answers import Headers
-from .h2_connection import RelayConnection
+from .h2_connection import REQUEST_FLAGS, TRAILER_FLAGS, RelayConnection, ValidationMemo
 from .h2_relay import H2Relay
 from .h2_stream import Stream
 from .h2_upstream import GoawayKeepsStreams
@@ -100,13 +101,16 @@ class H2Client(asyncio.Protocol):
         self.server = server
         self.relay = relay
         self.limits = server.limits
-        # headers are validated once, as they arrive (from the client here, from the upstream there)
+        # Headers are validated once, as they arrive (from the client here, from the upstream there);
+        # here by h2's own rules, once per distinct list (ValidationMemo), as each request is handled.
         config = H2Configuration(
             client_side=False,
             header_encoding=None,
             validate_outbound_headers=False,
             normalize_outbound_headers=False,
+            validate_inbound_headers=False,
         )
+        self.valid = ValidationMemo()
         h2 = self.h2 = RelayConnection(config)
         h2.state_machine = GoawayKeepsStreams()
         h2.local_settings = Settings(
@@ -143,14 +147,19 @@ class H2Client(asyncio.Protocol):
             return
         try:
             events = self.h2.receive_data(data)
+            for event in events:
+                if isinstance(event, RequestReceived | TrailersReceived):
+                    trailers = isinstance(event, TrailersReceived)
+                    self.valid.check(event.headers, TRAILER_FLAGS if trailers else REQUEST_FLAGS)
+                self._handle(event)
         except ProtocolError as exc:
             log.info("HTTP/2 client broke the protocol", extra={"error": h2_answers.protocol_error(exc)})
+            if self.h2.state_machine.state is not ConnectionState.CLOSED:  # a header list h2 refuses
+                self.h2.close_connection(ErrorCodes.PROTOCOL_ERROR)
             self.flush()  # h2 has queued the GOAWAY
             self._close()
             self.relay.flusher.run()
             return
-        for event in events:
-            self._handle(event)
         if self.frames > FLOOD_LIMIT or self.resets > RESET_LIMIT:
             self._calm("control frame flood" if self.frames > FLOOD_LIMIT else "rapid reset")
         self.mark()
