@@ -17,10 +17,13 @@ import httpx
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
+from h2.errors import ErrorCodes
 
 from tokenrelay.proxy.h2_upstream import GoawayKeepsStreams
+from tokenrelay.testing import FakeClock
 
 from ..support.proxy import Echo, Observed, Proxied, ServerFactory, StartProxy, Tokens
+from ..support.waiting import eventually
 from .h2client import Answer, RawH2
 from .h2server import H2Echo, H2Proxied
 from .test_tls import _cert, _pem
@@ -157,6 +160,33 @@ async def test_unreachable_and_slow_upstreams_give_grpc_14_and_4(
     await client.close()
     assert answer.headers[b"grpc-status"] == b"4"
     assert h2echo.resets == 1  # the upstream stream was cancelled, not left running
+
+
+async def test_http2_timeouts_keep_the_proxys_clock(h2echo: H2Echo, start_proxy: StartProxy) -> None:
+    """The HTTP/2 side keeps time on the proxy's clock, as the HTTP/1.1 side does: a call the upstream
+    leaves unanswered past the upstream timeout gets grpc-status 4, and a client connection left idle
+    past the idle timeout its GOAWAY, when that clock says so and not before."""
+    clock = FakeClock()
+    api_url = f"http://127.0.0.1:{h2echo.port}/base"
+    proxy = await start_proxy(api_url, Tokens().build(api_url), clock=clock, upstream_timeout=60.0)
+    client = await RawH2.open(proxy.port)
+    sid = client.request(b"/slow", method=b"POST", body=FRAME, extra=GRPC)
+    await eventually(lambda: any(seen["path"] == "/base/slow" for seen in h2echo.seen), "the call upstream")
+    clock.tick(59.0)
+    proxy.check_timeouts()
+    clock.tick(2.0)
+    proxy.check_timeouts()
+    async with asyncio.timeout(5):  # the real clock has not moved a minute: only the proxy's has
+        answer = await client.answer(sid)
+    assert answer.headers[b"grpc-status"] == b"4"
+    clock.tick(74.0)
+    proxy.check_timeouts()
+    assert not client.closed.is_set()
+    clock.tick(2.0)
+    proxy.check_timeouts()
+    goaway = await client.wait_closed(timeout=5)
+    await client.close()
+    assert goaway is not None and goaway.error_code == ErrorCodes.NO_ERROR
 
 
 async def test_not_an_open_relay(h2proxied: H2Proxied) -> None:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
-from time import monotonic
 from typing import TYPE_CHECKING, cast
 
 from h2.config import H2Configuration
@@ -101,6 +100,7 @@ class H2Client(asyncio.Protocol):
         self.server = server
         self.relay = relay
         self.limits = server.limits
+        self.clock = server.clock  # the proxy's: its sweeps and the streams' timeouts read the same time
         # Headers are validated once, as they arrive (from the client here, from the upstream there);
         # here by h2's own rules, once per distinct list (ValidationMemo), as each request is handled.
         config = H2Configuration(
@@ -129,7 +129,7 @@ class H2Client(asyncio.Protocol):
         self.paused = False  # the client does not read: its socket buffer is full
         self.draining = False  # GOAWAY sent: finish the streams in flight, refuse new ones
         self.last_sid = 0
-        self.idle_since = monotonic()
+        self.idle_since = self.clock()
         self.frames = 0  # control frames since the last sweep
         self.resets = 0  # streams the client reset since the last sweep
         self.dirty = False
@@ -217,9 +217,9 @@ class H2Client(asyncio.Protocol):
         grpc_status = stream.grpc_status
         if grpc_status is None and stream.grpc and code == 499:
             grpc_status = 1  # CANCELLED: the client went away
-        self.server.observer.stream(code, grpc_status, monotonic() - stream.started)
+        self.server.observer.stream(code, grpc_status, self.clock() - stream.started)
         if not self.streams:
-            self.idle_since = monotonic()
+            self.idle_since = self.clock()
             if self.draining:
                 self._close()
 

@@ -14,8 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Coroutine
-from time import monotonic
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Protocol
 
 from h2.errors import ErrorCodes
@@ -43,6 +42,7 @@ class DownSide(Protocol):
 
     paused: bool
     closed: bool
+    clock: Callable[[], float]
 
     @property
     def server(self) -> _Observed: ...
@@ -127,7 +127,7 @@ class Stream:
         self.down = down
         self.sid = sid
         self.grpc = grpc
-        self.started = monotonic()
+        self.started = down.clock()
         self.headers: Headers = []  # for the upstream, without Authorization
         self.up: UpSide | None = None
         self.up_sid = 0
@@ -193,7 +193,7 @@ class Stream:
         self.up_sid = up.open(self, [*self.headers, (b"authorization", authorization)], end)
         if end:
             self.up_ended = True
-            self.waiting_since = monotonic()
+            self.waiting_since = self.down.clock()
         else:
             self.pump_up()
 
@@ -222,7 +222,7 @@ class Stream:
                 if last:
                     self.up_ended = True
                     if not self.status:
-                        self.waiting_since = monotonic()
+                        self.waiting_since = self.down.clock()
             if not to_up and self.complete and not self.up_ended:
                 if self.up_trailers is not None:
                     h2.send_headers(sid, self.up_trailers, end_stream=True)
@@ -230,7 +230,7 @@ class Stream:
                     h2.end_stream(sid)
                 self.up_ended = True
                 if not self.status:
-                    self.waiting_since = monotonic()
+                    self.waiting_since = self.down.clock()
         except ProtocolError:
             # the upstream closed its stream: what the client still sends has nowhere to go
             self.up_ended = True

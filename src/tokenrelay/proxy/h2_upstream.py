@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import logging
 import ssl
-import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol, cast
 
 from h2.config import H2Configuration
@@ -104,7 +104,7 @@ class H2Upstream(asyncio.Protocol):
         self.closed = False
         self.closing = False  # the upstream sent GOAWAY: no new streams
         self.paused = False  # our socket buffer towards the upstream is full
-        self.idle_since = time.monotonic()
+        self.idle_since = pool.clock()
         self.dirty = False
         self.answered = False  # any byte came from the upstream
 
@@ -130,7 +130,7 @@ class H2Upstream(asyncio.Protocol):
                 self.h2.reset_stream(sid, ErrorCodes.CANCEL)
             self.mark()
         if not self.streams:
-            self.idle_since = time.monotonic()
+            self.idle_since = self.pool.clock()
             if self.closing:
                 self.close()
 
@@ -266,10 +266,16 @@ class H2Pool:
     """The HTTP/2 connections to the one upstream."""
 
     def __init__(
-        self, upstream: Target, ca_file: str | None, connect_timeout: float, flusher: Flusher
+        self,
+        upstream: Target,
+        ca_file: str | None,
+        connect_timeout: float,
+        flusher: Flusher,
+        clock: Callable[[], float],
     ) -> None:
         self.upstream = upstream
         self.flusher = flusher
+        self.clock = clock
         self._timeout = connect_timeout
         self._ssl: ssl.SSLContext | None = None
         if upstream.ssl is not None:
