@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from ..support.kube import INJECTOR, REPO, cli, validate
-from .podsecurity import violations
+from ..support.podsecurity import violations
 
 EXAMPLE = REPO / "deploy" / "injector" / "example" / "app.yaml"
 URLS = ["--auth-url", INJECTOR.auth_url, "--api-url", INJECTOR.api_url]

@@ -14,7 +14,7 @@ import yaml
 from tokenrelay.kube import webhook
 
 from ..support.kube import REPO, SCHEMAS
-from .podsecurity import violations
+from ..support.podsecurity import violations
 
 OVERLAYS = ("self-signed", "cert-manager")
 Doc = dict[str, Any]

@@ -23,7 +23,7 @@ from ..support.kube import (
     webhook,
     without,
 )
-from .podsecurity import violations
+from ..support.podsecurity import violations
 
 INJECTABLE = [name for name, f in FIXTURES.items() if not f.get("injected")]
 

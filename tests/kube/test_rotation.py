@@ -20,7 +20,7 @@ from tokenrelay.kube.rotation import Rotator
 from tokenrelay.testing import FakeClock
 
 from ..support.kube import INJECTOR
-from .fakeapi import CONFIGURATION, NAMESPACE, SECRET, FakeApi, configuration, kubeconfig
+from ..support.kubeapi import CONFIGURATION, NAMESPACE, SECRET, FakeApi, configuration, kubeconfig
 
 DAY = 86400.0
 DNS = ["tokenrelay-injector.tokenrelay-system.svc", "tokenrelay-injector.tokenrelay-system.svc.cluster.local"]

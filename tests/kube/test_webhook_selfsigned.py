@@ -17,7 +17,7 @@ from aiohttp.test_utils import TestServer
 from tokenrelay.kube import admission
 
 from ..support.kube import FIXTURES, INJECTOR, cli, review
-from .fakeapi import CONFIGURATION, NAMESPACE, SECRET, FakeApi, configuration, kubeconfig
+from ..support.kubeapi import CONFIGURATION, NAMESPACE, SECRET, FakeApi, configuration, kubeconfig
 
 HOST = f"tokenrelay-injector.{NAMESPACE}.svc"
 

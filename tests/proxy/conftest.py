@@ -11,6 +11,7 @@ import pytest
 
 from tokenrelay.proxy import Limits, ProxyServer
 
+from ..support.h2server import H2Echo, H2Proxied
 from ..support.proxy import (
     Echo,
     Handler,
@@ -20,7 +21,6 @@ from ..support.proxy import (
     StartProxy,
     Tokens,
 )
-from .h2server import H2Echo, H2Proxied
 
 
 @pytest.fixture

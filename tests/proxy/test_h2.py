@@ -22,10 +22,10 @@ from h2.errors import ErrorCodes
 from tokenrelay.proxy.h2_upstream import GoawayKeepsStreams
 from tokenrelay.testing import FakeClock
 
+from ..support.h2client import Answer, RawH2
+from ..support.h2server import H2Echo, H2Proxied
 from ..support.proxy import Echo, Observed, Proxied, ServerFactory, StartProxy, Tokens
 from ..support.waiting import eventually
-from .h2client import Answer, RawH2
-from .h2server import H2Echo, H2Proxied
 from .test_tls import _cert, _pem
 
 

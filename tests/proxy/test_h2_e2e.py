@@ -18,8 +18,8 @@ from google.protobuf import wrappers_pb2
 
 from tokenrelay.testing import FakeTokenService, make_jwt
 
+from ..support.grpcserver import SERVICE, GrpcEcho
 from ..support.proxy import ServerFactory
-from .grpcserver import SERVICE, GrpcEcho
 from .test_e2e import TOKENRELAY, MiB, free_port, peak_rss
 
 pytestmark = pytest.mark.e2e

@@ -9,8 +9,8 @@ import pytest
 from h2.errors import ErrorCodes
 from hyperframe.frame import DataFrame, HeadersFrame, PingFrame, RstStreamFrame, SettingsFrame
 
-from .h2client import RawH2
-from .h2server import H2Proxied
+from ..support.h2client import RawH2
+from ..support.h2server import H2Proxied
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 

@@ -23,7 +23,7 @@ from h2.exceptions import ProtocolError
 from tokenrelay.proxy import ProxyServer
 from tokenrelay.testing import jti
 
-from ..support.proxy import Observed, Tokens
+from .proxy import Observed, Tokens
 
 Headers = list[tuple[bytes, bytes]]
 
