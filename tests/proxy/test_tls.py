@@ -1,4 +1,4 @@
-"""An HTTPS upstream: verified against the system CAs plus --upstream-ca."""
+"""HTTPS to the upstream (verified against the system CAs plus --upstream-ca) and to the token service."""
 
 from __future__ import annotations
 
