@@ -6,10 +6,12 @@ proxy on; waits for its socket, takes a token over the local API, sends one requ
 and smaps_rollup. Prints each run and the medians: VmRSS (the figure issues 10 and 11 hold under 40
 MiB), its anonymous and file-backed parts, and how many modules the sidecar loaded.
 
-    python bench/idle_rss.py [--runs 5] [--settle 2] [--tls] [--show-modules]
+    python bench/idle_rss.py [--runs 5] [--settle 2] [--tls] [--no-proxy] [--show-modules]
 
 With `--tls` the --api-url is https (a second fake service with a certificate from a throwaway CA,
 given as --upstream-ca), as in production: the proxy then holds a TLS context and a TLS connection.
+With `--no-proxy` the sidecar runs without --proxy-listen (and no request goes through a proxy): the
+figure a sidecar that only serves its socket must not grow past.
 
 `--show-modules` prints the sidecar's sys.modules top-level packages once (through a sitecustomize
 hook in a temporary directory on PYTHONPATH that dumps sys.modules on SIGUSR1), to see what the idle
@@ -112,9 +114,16 @@ def _memory(pid: int) -> dict[str, float]:
 
 
 def _one_run(
-    sts_port: int, api: list[str], oidc: Path, tmp: Path, settle: float, modules: Path | None
+    sts_port: int,
+    api: list[str],
+    oidc: Path,
+    tmp: Path,
+    settle: float,
+    modules: Path | None,
+    proxy: bool = True,
 ) -> dict[str, float]:
     sock, proxy_port = tmp / "relay.sock", _free_port()
+    listen = ["--proxy-listen", f"127.0.0.1:{proxy_port}"] if proxy else []
     env = dict(os.environ)
     if modules is not None:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tmp / "hook"), env.get("PYTHONPATH")]))
@@ -132,8 +141,7 @@ def _one_run(
             str(oidc),
             "--socket",
             str(sock),
-            "--proxy-listen",
-            f"127.0.0.1:{proxy_port}",
+            *listen,
             "--log-level",
             "warning",
         ],
@@ -142,7 +150,8 @@ def _one_run(
     try:
         _wait_path(sock, relay)
         _token(sock)
-        _through_proxy(proxy_port)
+        if proxy:
+            _through_proxy(proxy_port)
         time.sleep(settle)
         figures = _memory(relay.pid)
         if modules is not None:
@@ -167,6 +176,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--settle", type=float, default=2.0, help="seconds idle before reading RSS")
     parser.add_argument("--tls", action="store_true", help="an https --api-url")
+    parser.add_argument("--no-proxy", action="store_true", help="the sidecar without --proxy-listen")
     parser.add_argument("--show-modules", action="store_true")
     args = parser.parse_args()
 
@@ -195,7 +205,9 @@ def main() -> None:
             modules = tmp / "modules.txt"
         rows = []
         for run in range(1, args.runs + 1):
-            figures = _one_run(sts_port, api, oidc, tmp, args.settle, modules if run == 1 else None)
+            figures = _one_run(
+                sts_port, api, oidc, tmp, args.settle, modules if run == 1 else None, not args.no_proxy
+            )
             rows.append(figures)
             print(
                 f"run {run}: VmRSS {figures['VmRSS']:5.1f} MiB  "
@@ -205,7 +217,7 @@ def main() -> None:
     anon = statistics.median(r["RssAnon"] for r in rows)
     file_backed = statistics.median(r["RssFile"] for r in rows)
     print(
-        f"median of {len(rows)}: idle RSS with the proxy on {rss:.1f} MiB "
+        f"median of {len(rows)}: idle RSS with the proxy {'off' if args.no_proxy else 'on'} {rss:.1f} MiB "
         f"(anon {anon:.1f}, file {file_backed:.1f}; target < {TARGET_MIB:g} with a margin)"
     )
 

@@ -131,6 +131,9 @@ def run_settings(settings: Settings, reload: Callable[[], Settings] | None = Non
     # serves them as well. Set only when the user has not chosen.
     os.environ.setdefault("FROZENLIST_NO_EXTENSIONS", "1")
     from .errors import ConfigError
+    from .sidecar.mimetable import load_aiohttp_web
+
+    load_aiohttp_web()  # before daemon's imports: aiohttp's file-type table skips /etc/mime.types
     from .sidecar import daemon
 
     try:

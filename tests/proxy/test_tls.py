@@ -1,4 +1,4 @@
-"""An HTTPS upstream: verified against the system CAs plus --upstream-ca."""
+"""HTTPS to the upstream (verified against the system CAs plus --upstream-ca) and to the token service."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
+
+from tokenrelay.sidecar.clienttls import session_context
 
 from ..support.proxy import Echo, ServerFactory, StartProxy, Tokens
 
@@ -118,6 +120,26 @@ async def test_https_upstream_trusted_through_ssl_cert_file(
     async with (
         aiohttp.ClientSession() as session,
         session.get(f"http://127.0.0.1:{proxy.port}/v1/x") as response,
+    ):
+        assert response.status == 200
+    assert len(echo.seen) == 1
+
+
+async def test_sidecar_session_verifies_with_the_system_roots(
+    aiohttp_server: ServerFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sidecar's HTTP session (and aiohttp's default, swapped for it) refuses a privately signed
+    token service, and trusts it once SSL_CERT_FILE names its CA."""
+    port, ca_file, echo = await _tls_upstream(aiohttp_server, tmp_path)
+    url = f"https://127.0.0.1:{port}/v1/x"
+    for connector in (aiohttp.TCPConnector(ssl=session_context()), aiohttp.TCPConnector()):
+        async with aiohttp.ClientSession(connector=connector) as session:
+            with pytest.raises(aiohttp.ClientConnectorCertificateError):
+                await session.get(url)
+    monkeypatch.setenv("SSL_CERT_FILE", ca_file)
+    async with (
+        aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=session_context())) as session,
+        session.get(url) as response,
     ):
         assert response.status == 200
     assert len(echo.seen) == 1

@@ -31,6 +31,7 @@ from ..tokens import idsources as idtoken
 from ..tokens.exchanger import Exchanger
 from ..tokens.provider import Observer, TokenProvider, TokenProviders
 from . import sinks
+from .clienttls import session_context
 from .listening import bind_error
 from .localapi import SocketServer
 from .memory import Trimmer
@@ -190,7 +191,7 @@ def build(
     rng = rng or random.Random()
     metrics = _metrics(settings, registry, wall)
     file_sinks = sinks.from_settings(settings.token_files, settings.token_file_mode)
-    connector = aiohttp.TCPConnector(limit=16, ttl_dns_cache=60)
+    connector = aiohttp.TCPConnector(limit=16, ttl_dns_cache=60, ssl=session_context())
     session = aiohttp.ClientSession(connector=connector, trust_env=True)
     source = id_token_source(settings, session, env, wall)
     board = StatusBoard(source.description, forward=metrics.id_token if metrics else None)
