@@ -1,17 +1,18 @@
 """What every credential helper hands out: a ``Credential``, the ``CredentialError`` (drawn in
 ``errors``' tree) when it cannot, and the one username clients are told.
 
-A leaf: it imports only ``errors``, so ``source`` (the sidecar's socket) and ``fallback`` (the direct
-exchange) both build on it without importing each other at import time.
+A leaf: it imports nothing at all, so ``source`` (the sidecar's socket) and ``fallback`` (the direct
+exchange) both build on it without importing each other at import time. ``CredentialError`` is
+handed on from ``errors`` on first use (PEP 562): a helper's successful run never loads ``errors``.
 """
-
-from ..errors import CredentialError
 
 __all__ = ["USERNAME", "Credential", "CredentialError"]
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: every helper run imports this module
 if TYPE_CHECKING:
     from typing import Protocol
+
+    from ..errors import CredentialError
 
     class Exchange(Protocol):
         """The direct exchange: the API token and the service's stated expiry (Unix time), if any.
@@ -20,6 +21,21 @@ if TYPE_CHECKING:
         def __call__(
             self, *, auth_url: str, audience: str, identity: str, id_token: str, timeout: float
         ) -> tuple[str, float | None]: ...
+
+
+def __getattr__(name: str) -> object:
+    if name == "CredentialError":
+        from ..errors import CredentialError
+
+        return CredentialError
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def credential_error(message: str) -> "CredentialError":
+    """A CredentialError, ``errors`` imported only now that one is raised."""
+    from ..errors import CredentialError
+
+    return CredentialError(message)
 
 
 # Not "<token>": that would make clients start an OAuth2 refresh-token grant.
