@@ -12,9 +12,8 @@ Errors go to stderr (git shows them) with exit status 1.
 
 import sys
 
-from ..lite.procenv import environ as process_environ
-from . import failure_line, run_main
-from .credential import USERNAME, Credential, credential_error
+from ..lite import environ as process_environ
+from . import USERNAME, Credential, credential_error, failure_line, run_main
 from .hosts import load, match
 from .source import fetcher
 

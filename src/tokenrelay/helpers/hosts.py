@@ -8,8 +8,8 @@ Standard library only, and parsed by hand rather than with ``urllib.parse`` or `
 run goes through here before it can answer. ``errors`` too is imported only to raise a HostsError.
 """
 
+from ..lite import environ as process_environ
 from ..lite.names import CONFIG_ENV, HOSTS_ENV
-from ..lite.procenv import environ as process_environ
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

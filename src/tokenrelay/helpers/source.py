@@ -6,9 +6,9 @@ helper exchanges by itself (see ``fallback``). A sidecar that answers with a ref
 authority: its refusal is reported, not worked around.
 """
 
-from ..lite.procenv import environ as process_environ
+from ..lite import environ as process_environ
 from ..lite.socketclient import fetch_token_bare, socket_path
-from .credential import Credential, credential_error
+from . import Credential, credential_error
 
 __all__ = ["Credential", "CredentialError", "fetch", "fetcher"]
 

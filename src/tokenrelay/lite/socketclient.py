@@ -12,8 +12,8 @@ successful path needs neither.
 from _socket import AF_UNIX, SOCK_STREAM
 from _socket import socket as unix_socket
 
+from . import environ as process_environ
 from .names import DEFAULT_SOCKET, EXPIRES_HEADER, SOCKET_ENV
-from .procenv import environ as process_environ
 
 __all__ = [
     "DEFAULT_SOCKET",
