@@ -3,7 +3,8 @@
 The socket is ``TOKENRELAY_SOCKET`` (default: where ``tokenrelay run`` listens). When no sidecar
 answers there and ``TOKENRELAY_AUTH_URL``, ``TOKENRELAY_IDENTITY`` and an OIDC source are set, the
 helper exchanges by itself (see ``fallback``). A sidecar that answers with a refusal is the
-authority: its refusal is reported, not worked around.
+authority: its refusal is reported, not worked around. ``errors`` is imported only when the socket
+gave no token, so a successful run never loads it; ``CredentialError`` is still handed on from here.
 """
 
 from ..lite import environ as process_environ

@@ -4,7 +4,8 @@
 pull, a git fetch), so they must start in milliseconds: no aiohttp, no http.client (it drags in
 ``email`` and ``ssl``), just a socket and one request. ``json`` and ``aip193`` (with ``re`` and
 ``enum`` behind them) are imported only by the calls that need them: ``fetch_token_text``'s
-successful path needs neither.
+successful path needs neither. Nor does it need ``tokenrelay.errors``: ``LocalApiError`` is loaded
+when one is raised, and handed on from here on first use (PEP 562).
 """
 
 # The C module behind ``socket``: the same socket object for what we do here (connect, sendall, recv),
