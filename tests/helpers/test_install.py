@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -18,8 +19,8 @@ from ..support.helpers import script
 )
 def test_helpers_are_plain_scripts_on_this_interpreter(name: str, module: str) -> None:
     """Each helper on PATH runs this environment's python (the one pip wrote into ``tokenrelay``)
-    and calls its module's main, importing nothing but sys: its text is pinned because every line of
-    it costs start-up time on every pull and fetch."""
+    and calls its module's main, importing nothing but sys, then leaves through exit_now: its text is
+    pinned because every line of it costs start-up time on every pull and fetch."""
     lines = Path(script(name)).read_text().splitlines()
     assert lines[0] == "#!/bin/sh"
     launcher = Path(script(name)).with_name("tokenrelay").read_text().splitlines()[0]
@@ -28,9 +29,13 @@ def test_helpers_are_plain_scripts_on_this_interpreter(name: str, module: str) -
     assert interpreter.name.startswith("python")
     code = [line.strip() for line in lines[2:] if line.strip() and not line.startswith("#")]
     assert code[0] == "import sys"
-    assert code[-2:] == [f"from tokenrelay.helpers.{module} import main", "sys.exit(main())"]
+    assert code[-3:] == [
+        "from tokenrelay.helpers import exit_now",
+        f"from tokenrelay.helpers.{module} import main",
+        "exit_now(main())",
+    ]
     imports = {line.split()[1] for line in code if line.startswith(("import ", "from "))}
-    assert imports == {"sys", "tokenrelay", "site", f"tokenrelay.helpers.{module}"}
+    assert imports == {"sys", "tokenrelay", "site", "tokenrelay.helpers", f"tokenrelay.helpers.{module}"}
 
 
 DISTLIB_LAUNCHER = """#!/bin/sh
@@ -62,3 +67,23 @@ def test_helper_started_through_a_symlink_finds_its_interpreter(tmp_path: Path) 
     link.symlink_to(script("docker-credential-tokenrelay"))
     result = subprocess.run([str(link), "version"], capture_output=True, text=True, check=True)
     assert result.stdout.startswith("docker-credential-tokenrelay (tokenrelay) ")
+
+
+def test_a_client_that_stops_reading_gets_status_1_and_no_traceback(tmp_path: Path) -> None:
+    """A helper whose stdout nobody reads any more (a broken pipe) exits 1, not 0, and prints nothing
+    on stderr: no traceback, no "Exception ignored" from the interpreter's shutdown."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        result = subprocess.run(
+            [script("docker-credential-tokenrelay"), "version"],
+            stdin=subprocess.DEVNULL,
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            env={**os.environ, "HOME": str(tmp_path)},
+            check=False,
+            timeout=60,
+        )
+    finally:
+        os.close(write_end)
+    assert (result.returncode, result.stderr) == (1, b"")

@@ -200,7 +200,8 @@ def test_get_path_loads_nothing_heavy(stack: Stack, client_env: dict[str, str]) 
 
 def test_get_imports_no_json_re_or_enum(stack: Stack, client_env: dict[str, str]) -> None:
     """docker's and git's ``get`` for a served host import none of json, re, enum, socket, typing and
-    the like, not even ``__future__``, and decode no JSON: git learns the expiry from a header."""
+    the like, not even ``__future__`` or tokenrelay's error classes, and decode no JSON: git learns
+    the expiry from a header."""
     avoided = {*DOCKER_GET_AVOIDS, "_json", "__future__"}
     for helper, stdin in (
         ("docker-credential-tokenrelay", stack.registry.netloc),
@@ -211,3 +212,4 @@ def test_get_imports_no_json_re_or_enum(stack: Stack, client_env: dict[str, str]
         decoders = {"tokenrelay.lite.litejson", "tokenrelay.lite.jwtclaims"} & loaded
         assert sorted(name for name in loaded if name.split(".")[0] in avoided) == [], helper
         assert decoders == set(), helper
+        assert "tokenrelay.errors" not in loaded, helper  # no error raised, none of their classes built

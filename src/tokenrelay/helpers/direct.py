@@ -22,14 +22,14 @@ import time
 from pathlib import Path
 
 from ..lite.names import DEFAULT_EXCHANGE_TIMEOUT, env, where
-from .credential import Credential, CredentialError
+from . import Credential, CredentialError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import urllib.request
     from collections.abc import Callable, Mapping
 
-    from .credential import Exchange
+    from . import Exchange
 
 AUTH_URL_ENV = env("auth_url")
 IDENTITY_ENV = env("identity")

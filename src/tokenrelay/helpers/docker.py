@@ -15,9 +15,8 @@ together they cost more than the rest of its run, so its one JSON object is writ
 
 import sys
 
-from ..lite.procenv import environ as process_environ
-from . import failure_line, run_main
-from .credential import USERNAME, Credential
+from ..lite import environ as process_environ
+from . import USERNAME, Credential, failure_line, run_main
 from .hosts import load, match
 from .source import fetcher
 
@@ -29,10 +28,6 @@ if TYPE_CHECKING:
 NOT_FOUND = "credentials not found in native keychain"
 MAX_INPUT = 64 * 1024
 PROG = "docker-credential-tokenrelay"
-
-# What json.dumps escapes within ASCII: its short forms, else \u00XX for controls and DEL.
-_ESCAPES = {code: f"\\u{code:04x}" for code in (*range(0x20), 0x7F)}
-_ESCAPES.update({ord('"'): '\\"', ord("\\"): "\\\\", 8: "\\b", 9: "\\t", 10: "\\n", 12: "\\f", 13: "\\r"})
 
 
 def handle(
@@ -120,10 +115,19 @@ def answer(server: str, token: str) -> str:
 def json_string(text: str) -> str:
     """``text`` as a JSON string, exactly as ``json.dumps(text)`` writes it: ASCII only, so the
     output is the same whatever encoding stdout has."""
-    escaped = text.translate(_ESCAPES)
+    if text.isascii() and text.isprintable() and '"' not in text and "\\" not in text:
+        return f'"{text}"'  # a host name or a token: nothing to escape, no table to build on every run
+    escaped = text.translate(_escapes())
     if not escaped.isascii():
         escaped = "".join(c if c < "\x80" else _escape_wide(ord(c)) for c in escaped)
     return f'"{escaped}"'
+
+
+def _escapes() -> dict[int, str]:
+    """What json.dumps escapes within ASCII: its short forms, else \\u00XX for controls and DEL."""
+    table = {code: f"\\u{code:04x}" for code in (*range(0x20), 0x7F)}
+    table.update({ord('"'): '\\"', ord("\\"): "\\\\", 8: "\\b", 9: "\\t", 10: "\\n", 12: "\\f", 13: "\\r"})
+    return table
 
 
 def _escape_wide(code: int) -> str:

@@ -12,10 +12,8 @@ Errors go to stderr (git shows them) with exit status 1.
 
 import sys
 
-from ..errors import InputError
-from ..lite.procenv import environ as process_environ
-from . import failure_line, run_main
-from .credential import USERNAME, Credential, CredentialError
+from ..lite import environ as process_environ
+from . import USERNAME, Credential, credential_error, failure_line, run_main
 from .hosts import load, match
 from .source import fetcher
 
@@ -24,13 +22,15 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
     from typing import TextIO
 
+    from ..errors import InputError
+
 MAX_INPUT = 1 << 20
 
 
 def parse(text: str) -> dict[str, list[str]]:
     """git's ``key=value`` lines up to the first blank line: each key with its values in order."""
     if len(text) > MAX_INPUT:
-        raise InputError("over 1 MiB of input")
+        raise _input_error("over 1 MiB of input")
     attributes: dict[str, list[str]] = {}
     for number, line in enumerate(text.split("\n"), start=1):
         line = line.removesuffix("\r")
@@ -38,16 +38,23 @@ def parse(text: str) -> dict[str, list[str]]:
             break
         key, sep, value = line.partition("=")
         if not sep or not key or "\0" in line:
-            raise InputError(f"line {number} is not key=value")
+            raise _input_error(f"line {number} is not key=value")
         attributes.setdefault(key, []).append(value)
     return attributes
+
+
+def _input_error(message: str) -> "InputError":
+    # errors is imported only when git's input is wrong: a successful run never loads it.
+    from ..errors import InputError
+
+    return InputError(message)
 
 
 def answer(attributes: "Mapping[str, list[str]]", credential: Credential) -> str:
     """The lines to print for a configured host."""
     token = credential.token
     if any(c in token for c in "\r\n\0"):
-        raise CredentialError("the token has a line break in it, which git's protocol cannot carry")
+        raise credential_error("the token has a line break in it, which git's protocol cannot carry")
     expires = credential.expiry()
     expiry = [f"password_expiry_utc={int(expires)}"] if expires is not None else []
     if "authtype" in attributes.get("capability[]", []):

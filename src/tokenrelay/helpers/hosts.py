@@ -5,16 +5,17 @@ defaults to ``host[:port]`` itself) or, only when that variable is unset, from t
 TOML file named by ``TOKENRELAY_CONFIG``. Every other host gets nothing.
 
 Standard library only, and parsed by hand rather than with ``urllib.parse`` or ``re``: every helper
-run goes through here before it can answer.
+run goes through here before it can answer. ``errors`` too is imported only to raise a HostsError.
 """
 
-from ..errors import HostsError
+from ..lite import environ as process_environ
 from ..lite.names import CONFIG_ENV, HOSTS_ENV
-from ..lite.procenv import environ as process_environ
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
+
+    from ..errors import HostsError
 
 EXAMPLE = "e.g. registry.example.com, 127.0.0.1:5000 or git.example.com=https://git.example.com"
 
@@ -23,6 +24,17 @@ _DEFAULT_PORTS = {"https": "443", "http": "80"}
 _ALIASES = {"index.docker.io": "docker.io", "registry-1.docker.io": "docker.io"}
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-._")
 _IPV6_CHARS = frozenset("0123456789abcdef:.")
+
+
+def _hosts_error() -> "type[HostsError]":
+    # errors is imported only when a host list is wrong: a helper's successful run never loads it.
+    from ..errors import HostsError
+
+    return HostsError
+
+
+def _error(message: str) -> "HostsError":
+    return _hosts_error()(message)
 
 
 class Host:
@@ -92,12 +104,12 @@ def parse_spec(spec: str) -> Host:
     hostport, sep, audience = spec.strip().partition("=")
     hostport, audience = hostport.strip(), audience.strip()
     if sep and not audience:
-        raise HostsError(f"{spec.strip()!r} has an empty audience after '='")
+        raise _error(f"{spec.strip()!r} has an empty audience after '='")
     if any(c in audience for c in " \t\r\n,"):
-        raise HostsError(f"{spec.strip()!r}: the audience must not contain spaces or commas")
+        raise _error(f"{spec.strip()!r}: the audience must not contain spaces or commas")
     parts = split_hostport(hostport)
     if parts is None:
-        raise HostsError(f"{spec.strip()!r} is not host[:port][=audience] ({EXAMPLE})")
+        raise _error(f"{spec.strip()!r} is not host[:port][=audience] ({EXAMPLE})")
     name, port = parts
     return Host(name, port, audience or join_netloc(name, port))
 
@@ -111,12 +123,12 @@ def parse_list(entries: "Iterable[str]", where: str) -> tuple[Host, ...]:
                 continue
             try:
                 host = parse_spec(spec)
-            except HostsError as exc:
-                raise HostsError(f"{where}: {exc}") from None
+            except _hosts_error() as exc:  # evaluated only when parse_spec raises
+                raise _error(f"{where}: {exc}") from None
             key = (_ALIASES.get(host.name, host.name), host.port)
             earlier = found.setdefault(key, host)
             if earlier.audience != host.audience:
-                raise HostsError(
+                raise _error(
                     f"{where}: {host.netloc} is listed twice, with audiences "
                     f"{earlier.audience!r} and {host.audience!r}; keep one"
                 )
@@ -137,7 +149,7 @@ def load(environ: "Mapping[str, str] | None" = None) -> tuple[Host, ...]:
     if isinstance(value, str):
         value = [value]
     if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-        raise HostsError(f'{where}: expected a list of strings such as ["registry.example.com"]')
+        raise _error(f'{where}: expected a list of strings such as ["registry.example.com"]')
     return parse_list(value, where)
 
 
@@ -148,9 +160,9 @@ def _read_config(path: str) -> dict[str, object]:
         with open(path, "rb") as f:  # noqa: PTH123 - pathlib would cost a few ms of start-up
             return tomllib.load(f)
     except OSError as exc:
-        raise HostsError(f"{CONFIG_ENV} names {path}, which cannot be read: {exc.strerror or exc}") from None
+        raise _error(f"{CONFIG_ENV} names {path}, which cannot be read: {exc.strerror or exc}") from None
     except tomllib.TOMLDecodeError as exc:
-        raise HostsError(f"{CONFIG_ENV} names {path}, which is not valid TOML: {exc}") from None
+        raise _error(f"{CONFIG_ENV} names {path}, which is not valid TOML: {exc}") from None
 
 
 class Target:

@@ -16,7 +16,7 @@ from keyring.credentials import SimpleCredential
 from keyring.errors import KeyringError
 
 from ..errors import HostsError
-from .credential import USERNAME, CredentialError
+from . import USERNAME, CredentialError
 from .hosts import load, match
 from .source import fetch
 

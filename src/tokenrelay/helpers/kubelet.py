@@ -24,8 +24,7 @@ import time
 from ..errors import RequestError
 from ..lite.lifetime import DEFAULT_LIFETIME, EARLIEST_REFRESH
 from ..lite.names import HOSTS_ENV, SOCKET_ENV
-from . import failure_line
-from .credential import USERNAME, Credential, CredentialError
+from . import USERNAME, Credential, CredentialError, failure_line
 from .direct import (
     AUTH_URL_ENV,
     IDENTITY_ENV,
@@ -43,7 +42,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
     from typing import Any, TextIO
 
-    from .credential import Exchange
+    from . import Exchange
 
 API_VERSION = "credentialprovider.kubelet.k8s.io/v1"
 IDENTITY_ANNOTATION = "tokenrelay.dev/identity"

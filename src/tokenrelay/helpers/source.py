@@ -3,18 +3,21 @@
 The socket is ``TOKENRELAY_SOCKET`` (default: where ``tokenrelay run`` listens). When no sidecar
 answers there and ``TOKENRELAY_AUTH_URL``, ``TOKENRELAY_IDENTITY`` and an OIDC source are set, the
 helper exchanges by itself (see ``fallback``). A sidecar that answers with a refusal is the
-authority: its refusal is reported, not worked around.
+authority: its refusal is reported, not worked around. ``errors`` is imported only when the socket
+gave no token, so a successful run never loads it; ``CredentialError`` is still handed on from here.
 """
 
-from ..lite.procenv import environ as process_environ
-from ..lite.socketclient import LocalApiError, fetch_token_bare, socket_path
-from .credential import Credential, CredentialError
+from ..lite import environ as process_environ
+from ..lite.socketclient import fetch_token_bare, socket_path
+from . import Credential, credential_error
 
 __all__ = ["Credential", "CredentialError", "fetch", "fetcher"]
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
+
+    from ..errors import CredentialError, LocalApiError
 
 # The sidecar waits up to its --wait-timeout (10 s by default) when it holds no token yet.
 SOCKET_TIMEOUT = 15.0
@@ -26,15 +29,30 @@ def fetch(audience: str, environ: "Mapping[str, str] | None" = None) -> Credenti
     path = socket_path(environ=env)
     try:
         token, expires_at = fetch_token_bare(path, audience, timeout=SOCKET_TIMEOUT)
-    except LocalApiError as exc:
+    except _local_api_error() as exc:  # evaluated only when the socket gave no token
         if exc.status is not None:
-            raise CredentialError(f"the tokenrelay sidecar at {path} has no token: {exc}") from None
+            raise credential_error(f"the tokenrelay sidecar at {path} has no token: {exc}") from None
         from . import direct as fallback
 
         if fallback.configured(env):
             return fallback.fetch(audience, env)
-        raise CredentialError(f"{exc}; {fallback.HINT}") from None
+        raise credential_error(f"{exc}; {fallback.HINT}") from None
     return Credential(token, expires_at)
+
+
+def _local_api_error() -> "type[LocalApiError]":
+    # errors is imported only when the socket gave no token: a successful run never loads it.
+    from ..errors import LocalApiError
+
+    return LocalApiError
+
+
+def __getattr__(name: str) -> object:
+    if name == "CredentialError":  # handed on, as ever, from errors on first use
+        from ..errors import CredentialError
+
+        return CredentialError
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def fetcher(environ: "Mapping[str, str] | None") -> "Callable[[str], Credential]":

@@ -4,7 +4,8 @@
 pull, a git fetch), so they must start in milliseconds: no aiohttp, no http.client (it drags in
 ``email`` and ``ssl``), just a socket and one request. ``json`` and ``aip193`` (with ``re`` and
 ``enum`` behind them) are imported only by the calls that need them: ``fetch_token_text``'s
-successful path needs neither.
+successful path needs neither. Nor does it need ``tokenrelay.errors``: ``LocalApiError`` is loaded
+when one is raised, and handed on from here on first use (PEP 562).
 """
 
 # The C module behind ``socket``: the same socket object for what we do here (connect, sendall, recv),
@@ -12,9 +13,8 @@ successful path needs neither.
 from _socket import AF_UNIX, SOCK_STREAM
 from _socket import socket as unix_socket
 
-from ..errors import LocalApiError
+from . import environ as process_environ
 from .names import DEFAULT_SOCKET, EXPIRES_HEADER, SOCKET_ENV
-from .procenv import environ as process_environ
 
 __all__ = [
     "DEFAULT_SOCKET",
@@ -29,6 +29,8 @@ __all__ = [
 TYPE_CHECKING = False  # not typing's: the helpers' hot path must not import typing
 if TYPE_CHECKING:
     from collections.abc import Mapping
+
+    from ..errors import LocalApiError
 
 MAX_REPLY = 1 << 20
 _EXPIRES_KEY = EXPIRES_HEADER.lower().encode()
@@ -65,6 +67,21 @@ class TokenReply:
         return hash((self.token, self.expire_time, self.audience))
 
 
+def __getattr__(name: str) -> object:
+    if name == "LocalApiError":  # the name this module has always handed on, loaded on first use
+        from ..errors import LocalApiError
+
+        return LocalApiError
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _error(message: str, *, status: int | None = None, reason: str = "") -> "LocalApiError":
+    # errors is imported only when one is raised: a helper's successful run never loads it.
+    from ..errors import LocalApiError
+
+    return LocalApiError(message, status=status, reason=reason)
+
+
 def quote(text: str) -> str:
     """Percent-encode everything but the unreserved characters, as ``urllib.parse.quote(text, safe="")``."""
     return "".join(chr(b) if b in _UNRESERVED else f"%{b:02X}" for b in text.encode())
@@ -87,7 +104,7 @@ def fetch_token(path: str, audience: str | None = None, timeout: float = 15.0) -
         obj = loads(body)
         return TokenReply(obj["token"], obj["expireTime"], obj["audience"])
     except (ValueError, KeyError, TypeError):
-        raise LocalApiError(f"the tokenrelay sidecar at {path} answered an unexpected body") from None
+        raise _error(f"the tokenrelay sidecar at {path} answered an unexpected body") from None
 
 
 def fetch_token_text(path: str, audience: str | None = None, timeout: float = 15.0) -> str:
@@ -103,11 +120,11 @@ def fetch_token_bare(path: str, audience: str | None = None, timeout: float = 15
     if status != 200:
         raise _refusal(path, status, body)
     if body.split() != [body]:  # empty, or a JSON body from a sidecar that ignored Accept
-        raise LocalApiError(f"the tokenrelay sidecar at {path} answered an unexpected body")
+        raise _error(f"the tokenrelay sidecar at {path} answered an unexpected body")
     try:
         token = body.decode()
     except UnicodeDecodeError:
-        raise LocalApiError(f"the tokenrelay sidecar at {path} answered an unexpected body") from None
+        raise _error(f"the tokenrelay sidecar at {path} answered an unexpected body") from None
     stated = headers.get(_EXPIRES_KEY, b"")
     # Digits only, and no later than year 9999: what git's password_expiry_utc can carry.
     return token, int(stated) if stated.isdigit() and len(stated) <= 12 else None
@@ -117,14 +134,14 @@ def _target(audience: str | None) -> str:
     return "/v1/token" + (f"?audience={quote(audience)}" if audience else "")
 
 
-def _refusal(path: str, status: int, body: bytes) -> LocalApiError:
+def _refusal(path: str, status: int, body: bytes) -> "LocalApiError":
     from . import aip193
 
     parsed = aip193.parse(body)
     if parsed is None:
-        return LocalApiError(f"the tokenrelay sidecar at {path} answered HTTP {status}", status=status)
+        return _error(f"the tokenrelay sidecar at {path} answered HTTP {status}", status=status)
     _, message, reason = parsed
-    return LocalApiError(message, status=status, reason=reason)
+    return _error(message, status=status, reason=reason)
 
 
 def request(path: str, target: str, timeout: float, accept: str = "application/json") -> tuple[int, bytes]:
@@ -151,29 +168,27 @@ def exchange(
             chunks.append(chunk)
             size += len(chunk)
             if size > MAX_REPLY:
-                raise LocalApiError(f"the tokenrelay sidecar at {path} answered over 1 MiB")
+                raise _error(f"the tokenrelay sidecar at {path} answered over 1 MiB")
     except (FileNotFoundError, ConnectionRefusedError):
-        raise LocalApiError(
+        raise _error(
             f"no tokenrelay sidecar is listening at {path}: start `tokenrelay run`, or point "
             "--socket / TOKENRELAY_SOCKET at its socket"
         ) from None
     except PermissionError:
-        raise LocalApiError(
+        raise _error(
             f"permission denied on the tokenrelay socket {path}: run as a user that "
             "--socket-mode / --socket-allow-uid admit"
         ) from None
     except TimeoutError:
-        raise LocalApiError(f"the tokenrelay sidecar at {path} did not answer within {timeout:g}s") from None
+        raise _error(f"the tokenrelay sidecar at {path} did not answer within {timeout:g}s") from None
     except OSError as exc:
-        raise LocalApiError(
-            f"cannot talk to the tokenrelay sidecar at {path}: {exc.strerror or exc}"
-        ) from None
+        raise _error(f"cannot talk to the tokenrelay sidecar at {path}: {exc.strerror or exc}") from None
     finally:
         sock.close()
     try:
         return _parse_reply(b"".join(chunks), path)
     except (ValueError, IndexError):  # a malformed chunked body: one error type for every caller
-        raise LocalApiError(f"the process at {path} does not speak the tokenrelay local API") from None
+        raise _error(f"the process at {path} does not speak the tokenrelay local API") from None
 
 
 def _parse_reply(raw: bytes, path: str) -> tuple[int, dict[bytes, bytes], bytes]:
@@ -181,7 +196,7 @@ def _parse_reply(raw: bytes, path: str) -> tuple[int, dict[bytes, bytes], bytes]
     lines = head.split(b"\r\n")
     parts = lines[0].split(b" ", 2)
     if not sep or len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
-        raise LocalApiError(f"the process at {path} does not speak the tokenrelay local API")
+        raise _error(f"the process at {path} does not speak the tokenrelay local API")
     headers = {}
     for line in lines[1:]:
         name, _, value = line.partition(b":")
