@@ -21,14 +21,15 @@ from aiohttp import web
 
 from ..lite.aip193 import Code
 from ..lite.netloc import is_loopback
+from ..servingsite import ServingSite
 from . import api, providers
 from .access import ROLE_BY_NAME
 from .advisories import create_advisory
 from .errors import STS_DOMAIN, ApiError, invalid_argument, invalid_arguments, permission_denied, routing
-from .grpcapi.listener import DualSockSite
+from .grpcapi.listener import dual
 from .inputs import MAX_BODY, MAX_QUERY_VALUE, Fields, check_query, json_body
 from .issuer import DISCOVERY_PATH, JWKS_PATH, Issuer, SigningKey
-from .malformed import RefusingSockSite
+from .malformed import http1_factory
 from .model import Advisory, Group, Identity, Repo, RoleBinding
 from .oidc import OidcVerifier, normalize
 from .pagetoken import PageTokens
@@ -324,9 +325,9 @@ class EmulatorServer:
             from .grpcapi.h2server import Http2Service
 
             self._http2 = Http2Service(lambda: self.emulator.base_url)
-            await DualSockSite(self._runner, sock, self._http2.protocol).start()
+            await ServingSite(self._runner, sock, dual(self._http2.protocol)).start()
         else:
-            await RefusingSockSite(self._runner, sock).start()
+            await ServingSite(self._runner, sock, http1_factory).start()
         log.info("emulator listening", extra={"url": self.emulator.base_url, "grpc": self._grpc})
 
     async def stop(self) -> None:

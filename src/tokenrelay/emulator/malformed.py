@@ -9,7 +9,6 @@ the refusal at debug: a client's bad bytes are not the emulator's error.
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import Callable
 
@@ -96,15 +95,3 @@ def http1_factory(server: web.Server) -> Callable[[], RequestHandler]:
         return MalformedRefusingHandler(server, loop=server._loop, **server._kwargs)
 
     return make
-
-
-class RefusingSockSite(web.SockSite):
-    """A SockSite whose HTTP/1.1 connections answer parse errors in the AIP-193 shape."""
-
-    async def start(self) -> None:
-        await web.BaseSite.start(self)
-        server = self._runner.server
-        assert server is not None
-        self._server = await asyncio.get_running_loop().create_server(
-            http1_factory(server), sock=self._sock, backlog=self._backlog
-        )

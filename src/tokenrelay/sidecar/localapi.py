@@ -20,6 +20,7 @@ from ..errors import TokenUnavailable, UnknownAudience
 from ..lite import aip193
 from ..lite.aip193 import Code
 from ..lite.names import EXPIRES_HEADER
+from ..servingsite import ServingSite
 from ..tokens.token import Token, TokenSource
 from . import probes, quicktoken, unixsocket
 
@@ -157,23 +158,24 @@ class SocketServer:
         self._inode = unixsocket.inode(self._settings.socket)
         await self._runner.setup()
         answer = quick_answer(self._app)
-
-        def quick(http: Callable[[], asyncio.BaseProtocol]) -> asyncio.BaseProtocol:
-            return quicktoken.QuickToken(http, answer)
-
-        front: quicktoken.Front = quick
+        policy = None
         if self._settings.socket_allow_uid or self._settings.socket_allow_gid:
             from . import peercred  # only with --socket-allow-uid/gid: idle memory is the budget
 
             policy = peercred.Policy(self._settings.socket_allow_uid, self._settings.socket_allow_gid)
             refusals = peercred.RefusalLog()
 
-            def gated(http: Callable[[], asyncio.BaseProtocol]) -> asyncio.BaseProtocol:
-                return peercred.PeerGate(lambda: quick(http), policy, refusals)
+        def protocols(http: web.Server) -> Callable[[], asyncio.BaseProtocol]:
+            """Each connection: the peer check (when asked for), then the token shortcut, then aiohttp."""
 
-            front = gated
+            def quick() -> asyncio.BaseProtocol:
+                return quicktoken.QuickToken(http, answer)
 
-        site = quicktoken.FrontedSockSite(self._runner, sock, front)
+            if policy is None:
+                return quick
+            return lambda: peercred.PeerGate(quick, policy, refusals)
+
+        site = ServingSite(self._runner, sock, protocols)
         await site.start()
 
     async def stop(self) -> None:

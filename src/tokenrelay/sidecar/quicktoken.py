@@ -14,16 +14,12 @@ one shape of request, never a second HTTP server.
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections.abc import Callable, Mapping
 from typing import cast
 from urllib.parse import unquote_to_bytes
 
-from aiohttp import web
-
 # ``answer(audience or None, accept)``: the body and headers of a 200 for a token held right now, else None.
 Answer = Callable[[str | None, str], tuple[bytes, Mapping[str, str]] | None]
-Front = Callable[[Callable[[], asyncio.BaseProtocol]], asyncio.BaseProtocol]
 
 _PATH = b"/v1/token"
 # What the helpers' percent-encoding leaves in a query value; anything else is aiohttp's to decode.
@@ -108,23 +104,3 @@ def _quick_reply(data: bytes, answer: Answer) -> bytes | None:
     return (
         f"HTTP/1.1 200 OK\r\n{fields}Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode() + body
     )
-
-
-class FrontedSockSite(web.SockSite):
-    """A SockSite whose connections meet ``front(http)`` first: a protocol that may hand its transport
-    over to aiohttp's (``http()``), as ``QuickToken`` and ``peercred.PeerGate`` do."""
-
-    def __init__(self, runner: web.BaseRunner, sock: socket.socket, front: Front) -> None:
-        super().__init__(runner, sock)
-        self._front = front
-
-    async def start(self) -> None:
-        # SockSite.start would hand aiohttp's protocol factory straight to the loop; register with
-        # the runner as it does, then serve through the front instead (BaseSite.stop closes _server).
-        await web.BaseSite.start(self)
-        server = self._runner.server
-        assert server is not None
-        front = self._front
-        self._server = await asyncio.get_running_loop().create_unix_server(
-            lambda: front(server), sock=self._sock, backlog=self._backlog
-        )

@@ -10,12 +10,12 @@ up to the preface's 24 bytes, then hands the transport to aiohttp's own HTTP/1.1
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections.abc import Callable
 from typing import cast
 
 from aiohttp import web
 
+from ...servingsite import Protocols
 from ..malformed import http1_factory
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
@@ -63,21 +63,12 @@ class Sniffer(asyncio.Protocol):
             self._timer = None
 
 
-class DualSockSite(web.SockSite):
-    """A SockSite serving aiohttp's HTTP/1.1 and, after the preface, the HTTP/2 protocol ``http2``."""
+def dual(http2: Callable[[], asyncio.BaseProtocol]) -> Protocols:
+    """For a ServingSite: aiohttp's HTTP/1.1 (refusing malformed requests in the AIP-193 shape) and,
+    after the preface, the HTTP/2 protocol ``http2``, on one port."""
 
-    def __init__(
-        self, runner: web.BaseRunner, sock: socket.socket, http2: Callable[[], asyncio.BaseProtocol]
-    ) -> None:
-        super().__init__(runner, sock)
-        self._http2 = http2
-
-    async def start(self) -> None:
-        # as sidecar.quicktoken.FrontedSockSite does: register with the runner, then serve our protocol
-        await web.BaseSite.start(self)
-        server = self._runner.server
-        assert server is not None
+    def protocols(server: web.Server) -> Callable[[], asyncio.BaseProtocol]:
         http1 = http1_factory(server)
-        self._server = await asyncio.get_running_loop().create_server(
-            lambda: Sniffer(http1, self._http2), sock=self._sock, backlog=self._backlog
-        )
+        return lambda: Sniffer(http1, http2)
+
+    return protocols
