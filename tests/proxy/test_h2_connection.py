@@ -18,6 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tokenrelay.proxy.h2_connection import (
+    BLOCK_MEMO_ENTRIES,
+    BLOCK_MEMO_LENGTH,
     HUFFMAN_MEMO_ENTRIES,
     REQUEST_FLAGS,
     TRAILER_FLAGS,
@@ -265,3 +267,26 @@ def test_header_memo_codes_a_never_indexed_field_as_hpack_does() -> None:
         HeaderTuple(b"x-a", b"1"),
     ]:
         assert memo.encode([field]) == original.encode([field])
+
+
+def test_the_memos_stay_bounded_whatever_a_client_sends() -> None:
+    """Thousands of distinct blocks and lists, each sent twice, keep each memo at most
+    BLOCK_MEMO_ENTRIES long, and no block or list over BLOCK_MEMO_LENGTH bytes is kept at all."""
+    peer, decoder, encoder, valid = Encoder(), BlockMemo(), HeaderMemo(), ValidationMemo()
+    request = [(b":method", b"GET"), (b":path", b"/"), (b":scheme", b"http"), (b":authority", b"a")]
+    for n in range(5 * BLOCK_MEMO_ENTRIES):
+        fields = [*request, (b"x-n", b"%d" % n)]
+        for _ in range(2):
+            decoder.decode(peer.encode(fields), raw=True)
+            encoder.encode([HeaderTuple(name, value) for name, value in fields])
+            valid.check(fields, REQUEST_FLAGS)
+    assert 0 < len(decoder._blocks) <= BLOCK_MEMO_ENTRIES
+    assert 0 < len(encoder._lists) <= BLOCK_MEMO_ENTRIES
+    assert 0 < len(valid._valid) <= BLOCK_MEMO_ENTRIES
+    big = [*request, (b"x-big", b"v" * BLOCK_MEMO_LENGTH)]
+    peer, decoder, encoder, valid = Encoder(), BlockMemo(), HeaderMemo(), ValidationMemo()
+    for _ in range(2):
+        decoder.decode(peer.encode([(name, value, True) for name, value in big], huffman=False), raw=True)
+        encoder.encode([NeverIndexedHeaderTuple(name, value) for name, value in big])
+        valid.check(big, REQUEST_FLAGS)
+    assert (decoder._blocks, encoder._lists, valid._valid) == ({}, {}, set())

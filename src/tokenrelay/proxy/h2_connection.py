@@ -30,8 +30,8 @@ from hyperframe.frame import Frame, RstStreamFrame
 # (Huffman-coded): never, whatever --log-level says.
 logging.getLogger("hpack").setLevel(logging.WARNING)
 
-BLOCK_MEMO_LENGTH = 4096  # header blocks (coded) and header lists (their fields) remembered up to this
-BLOCK_MEMO_ENTRIES = 64  # ... and each memo starts over once it holds this many
+BLOCK_MEMO_LENGTH = 1024  # header blocks (coded) and header lists (their fields) remembered up to this
+BLOCK_MEMO_ENTRIES = 32  # ... and each memo starts over once it holds this many
 HUFFMAN_MEMO_LENGTH = 128  # longer strings (a token, a large cookie) are decoded every time
 HUFFMAN_MEMO_ENTRIES = 256  # ... and the memo starts over once it holds this many
 
@@ -142,7 +142,8 @@ class HeaderMemo(Encoder):
         if known is not None:
             return known
         block = super().encode(headers, huffman)
-        if table.changes == key[0] and len(block) <= BLOCK_MEMO_LENGTH:
+        fields = sum(len(name) + len(value) for name, value in headers)  # what the key keeps alive
+        if table.changes == key[0] and len(block) <= BLOCK_MEMO_LENGTH and fields <= BLOCK_MEMO_LENGTH:
             if len(self._lists) >= BLOCK_MEMO_ENTRIES:
                 self._lists.clear()
             self._lists[key] = block
