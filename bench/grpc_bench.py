@@ -31,24 +31,10 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from proxy_bench import free_port, wait_port
+from proxy_bench import free_port, run_nginx, wait_port
 
-NGINX_CONF = """
-daemon off;
-master_process off;
-worker_processes 1;
-error_log {prefix}/error.log warn;
-pid {prefix}/nginx.pid;
-events {{ worker_connections 4096; }}
-http {{
-    access_log off;
-    client_body_temp_path {prefix}/body;
-    proxy_temp_path {prefix}/proxy;
-    fastcgi_temp_path {prefix}/fastcgi;
-    uwsgi_temp_path {prefix}/uwsgi;
-    scgi_temp_path {prefix}/scgi;
-    keepalive_requests 1000000;
-    upstream grpc_upstream {{ server 127.0.0.1:{upstream}; keepalive 64; }}
+# nginx serving the fixed gRPC answer over h2c, and relaying to it with grpc_pass (the anchor).
+NGINX_SERVERS = """    upstream grpc_upstream {{ server 127.0.0.1:{upstream}; keepalive 64; }}
     server {{
         listen 127.0.0.1:{upstream} http2;
         location / {{
@@ -70,7 +56,6 @@ http {{
             grpc_set_header authorization "Bearer static-benchmark-token";
         }}
     }}
-}}
 """
 
 FRAME = b"\x00\x00\x00\x00\x00"  # one gRPC message of zero bytes (an empty protobuf message)
@@ -80,16 +65,9 @@ PATH = "/bench.Echo/Unary"
 @contextlib.contextmanager
 def nginx(prefix: Path, upstream: int, anchor: int) -> Iterator[None]:
     (prefix / "answer.bin").write_bytes(FRAME)
-    conf = prefix / "nginx.conf"
-    conf.write_text(NGINX_CONF.format(prefix=prefix, upstream=upstream, anchor=anchor))
-    proc = subprocess.Popen(["nginx", "-p", str(prefix), "-c", str(conf)], stderr=subprocess.DEVNULL)
-    try:
-        wait_port(upstream)
-        wait_port(anchor)
+    servers = NGINX_SERVERS.format(prefix=prefix, upstream=upstream, anchor=anchor)
+    with run_nginx(prefix, servers, (upstream, anchor)):
         yield
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 def h2load(

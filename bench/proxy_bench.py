@@ -38,7 +38,7 @@ from pathlib import Path
 NGINX_WORKERS = 1  # set from --nginx-workers
 PAGE = '{"uid":"groups/acme","name":"acme","verified":false}'
 
-NGINX_CONF = """
+NGINX_MAIN = """
 daemon off;
 master_process {master};
 worker_processes {workers};
@@ -53,7 +53,11 @@ http {{
     uwsgi_temp_path {prefix}/uwsgi;
     scgi_temp_path {prefix}/scgi;
     keepalive_requests 1000000;
-    upstream page {{ server 127.0.0.1:{page}; keepalive 64; }}
+{http}}}
+"""
+
+# The page the proxies fetch, plain and over TLS, and nginx proxying to each (the anchors).
+NGINX_SERVERS = """    upstream page {{ server 127.0.0.1:{page}; keepalive 64; }}
     server {{
         listen 127.0.0.1:{page};
         location / {{ default_type application/json; return 200 '{body}'; }}
@@ -90,7 +94,6 @@ http {{
             proxy_ssl_session_reuse on;
         }}
     }}
-}}
 """
 
 
@@ -157,29 +160,29 @@ def write_certificates(prefix: Path) -> None:
 
 
 @contextlib.contextmanager
-def nginx(prefix: Path, page: int, proxy: int, tls_page: int, tls_proxy: int) -> Iterator[None]:
-    write_certificates(prefix)
+def run_nginx(prefix: Path, http: str, ports: tuple[int, ...], workers: int = 1) -> Iterator[None]:
+    """nginx in the foreground under ``prefix``, ``http`` inside its http block, once ``ports`` listen."""
     conf = prefix / "nginx.conf"
-    conf.write_text(
-        NGINX_CONF.format(
-            prefix=prefix,
-            page=page,
-            proxy=proxy,
-            tls_page=tls_page,
-            tls_proxy=tls_proxy,
-            body=PAGE,
-            master="off" if NGINX_WORKERS == 1 else "on",
-            workers=NGINX_WORKERS,
-        )
-    )
+    master = "off" if workers == 1 else "on"
+    conf.write_text(NGINX_MAIN.format(prefix=prefix, master=master, workers=workers, http=http))
     proc = subprocess.Popen(["nginx", "-p", str(prefix), "-c", str(conf)], stderr=subprocess.DEVNULL)
     try:
-        for port in (page, proxy, tls_page, tls_proxy):
+        for port in ports:
             wait_port(port)
         yield
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+@contextlib.contextmanager
+def nginx(prefix: Path, page: int, proxy: int, tls_page: int, tls_proxy: int) -> Iterator[None]:
+    write_certificates(prefix)
+    servers = NGINX_SERVERS.format(
+        prefix=prefix, page=page, proxy=proxy, tls_page=tls_page, tls_proxy=tls_proxy, body=PAGE
+    )
+    with run_nginx(prefix, servers, (page, proxy, tls_page, tls_proxy), NGINX_WORKERS):
+        yield
 
 
 @contextlib.contextmanager
