@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING
 
 from ._version import __version__
@@ -144,6 +144,28 @@ def run_settings(settings: Settings, reload: Callable[[], Settings] | None = Non
         return 2
     except KeyboardInterrupt:
         return 130
+
+
+def run_service(
+    name: str, main: Callable[[], Coroutine[object, object, int]], *, log_level: str, interrupted: int
+) -> int:
+    """A long-running command other than ``run`` (``dev``, ``emulate``): text logs on stderr (stdout
+    carries the lines a user or a test reads), ``main()`` on uvloop, a ConfigError as its one line
+    (exit 2), and Ctrl-C as exit status ``interrupted``."""
+    import asyncio
+
+    from .errors import ConfigError
+    from .sidecar import logs
+
+    logs.setup(log_level, "text")
+    try:
+        with asyncio.Runner(loop_factory=loop_factory(True)) as runner:
+            return runner.run(main())
+    except ConfigError as exc:
+        print(f"tokenrelay {name}: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return interrupted
 
 
 def loop_factory(uvloop: bool) -> Callable[[], asyncio.AbstractEventLoop] | None:

@@ -84,19 +84,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.action == "mint":
         return _mint(args)
-    from ..cli import loop_factory
-    from ..errors import ConfigError
-    from ..sidecar import logs
+    from ..cli import run_service
 
-    logs.setup("info", "text")
-    try:
-        with asyncio.Runner(loop_factory=loop_factory(True)) as runner:
-            return runner.run(serve(args))
-    except ConfigError as exc:
-        print(f"tokenrelay emulate: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 0
+    return run_service("emulate", lambda: serve(args), log_level="info", interrupted=0)
 
 
 async def serve(args: argparse.Namespace, stop: asyncio.Event | None = None) -> int:

@@ -71,19 +71,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..cli import loop_factory
-    from ..errors import ConfigError
-    from ..sidecar import logs
+    from ..cli import run_service
 
-    logs.setup(args.log_level, "text")  # to stderr: stdout carries the lines a user (or test) reads
-    try:
-        with asyncio.Runner(loop_factory=loop_factory(True)) as runner:
-            return runner.run(main(args))
-    except ConfigError as exc:
-        print(f"tokenrelay dev: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130
+    return run_service("dev", lambda: main(args), log_level=args.log_level, interrupted=130)
 
 
 def free_port(host: str) -> int:
