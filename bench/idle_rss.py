@@ -188,9 +188,9 @@ def main() -> None:
         _wait_port(sts_port, sts)
         api = ["--api-url", f"http://127.0.0.1:{sts_port}"]
         if args.tls:
-            from proxy_bench import write_certificates
+            from tokenrelay.testing import loopback_certificates
 
-            write_certificates(tmp)
+            loopback_certificates(tmp)
             api_port = _free_port()
             api_sts = subprocess.Popen([sys.executable, "-c", FAKE_STS, str(api_port), str(tmp)])
             stack.callback(api_sts.kill)

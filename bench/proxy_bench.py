@@ -113,52 +113,6 @@ def wait_port(port: int, deadline: float = 10.0) -> None:
     raise RuntimeError(f"nothing listens on port {port}")
 
 
-def write_certificates(prefix: Path) -> None:
-    """A throwaway CA (ca.pem) and a certificate for 127.0.0.1 it signed (cert.pem, key.pem)."""
-    import datetime
-    import ipaddress
-
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    now = datetime.datetime.now(datetime.UTC)
-    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "bench CA")])
-    ca = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(ca_key, hashes.SHA256())
-    )
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")]))
-        .issuer_name(ca_name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False
-        )
-        .sign(ca_key, hashes.SHA256())
-    )
-    (prefix / "ca.pem").write_bytes(ca.public_bytes(serialization.Encoding.PEM))
-    (prefix / "cert.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    (prefix / "key.pem").write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        )
-    )
-
-
 @contextlib.contextmanager
 def run_nginx(prefix: Path, http: str, ports: tuple[int, ...], workers: int = 1) -> Iterator[None]:
     """nginx in the foreground under ``prefix``, ``http`` inside its http block, once ``ports`` listen."""
@@ -177,7 +131,9 @@ def run_nginx(prefix: Path, http: str, ports: tuple[int, ...], workers: int = 1)
 
 @contextlib.contextmanager
 def nginx(prefix: Path, page: int, proxy: int, tls_page: int, tls_proxy: int) -> Iterator[None]:
-    write_certificates(prefix)
+    from tokenrelay.testing import loopback_certificates
+
+    loopback_certificates(prefix)  # ca.pem, cert.pem and key.pem, as the configuration names them
     servers = NGINX_SERVERS.format(
         prefix=prefix, page=page, proxy=proxy, tls_page=tls_page, tls_proxy=tls_proxy, body=PAGE
     )

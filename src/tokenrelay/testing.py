@@ -6,6 +6,8 @@ application speaking the token exchange, issuing JWTs ``t1``, ``t2``, … (their
 calls, and failing, hanging or answering garbage on demand; ``ThreadedServer`` serves any aiohttp
 application on loopback from a thread of its own, for blocking clients. ``StaticTokenSource`` is a TokenSource
 that always holds one long-lived token, for putting the local API or the proxy in front of it.
+``loopback_certificates`` writes a throwaway CA and a certificate it signed for 127.0.0.1, for
+serving https (or h2 over TLS) on loopback to a client told to trust that CA.
 """
 
 from __future__ import annotations
@@ -13,10 +15,12 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import ssl
 import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import UnknownAudience
@@ -264,3 +268,72 @@ class ThreadedServer:
     @property
     def url(self) -> str:
         return f"http://{self.netloc}"
+
+
+@dataclass(frozen=True, slots=True)
+class LoopbackCertificates:
+    """PEM files: a throwaway CA (``ca``, what ``--upstream-ca`` or ``SSL_CERT_FILE`` would name) and
+    a certificate for 127.0.0.1 that it signed, with its key (``cert``, ``key``)."""
+
+    ca: str
+    cert: str
+    key: str
+
+    def server_context(self, alpn: list[str] | None = None) -> ssl.SSLContext:
+        """A server context presenting the certificate, offering ``alpn`` when given."""
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(self.cert, self.key)
+        if alpn:
+            context.set_alpn_protocols(alpn)
+        return context
+
+
+def loopback_certificates(directory: str | Path) -> LoopbackCertificates:
+    """Write ``ca.pem``, ``cert.pem`` and ``key.pem`` into ``directory``: a fresh CA and a certificate
+    for the IP address 127.0.0.1 that it signed, both valid from five minutes ago for a day."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    now = datetime.datetime.now(datetime.UTC)
+    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "tokenrelay test CA")])
+
+    def signed(subject: x509.Name, public_key: ec.EllipticCurvePublicKey) -> x509.CertificateBuilder:
+        return (
+            x509.CertificateBuilder()
+            .subject_name(subject)
+            .issuer_name(ca_name)
+            .public_key(public_key)
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=1))
+        )
+
+    ca = (
+        signed(ca_name, ca_key.public_key())
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
+    leaf_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    cert = (
+        signed(leaf_name, key.public_key())
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    folder = Path(directory)
+    paths = LoopbackCertificates(str(folder / "ca.pem"), str(folder / "cert.pem"), str(folder / "key.pem"))
+    Path(paths.ca).write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    Path(paths.cert).write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    Path(paths.key).write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    return paths

@@ -3,10 +3,7 @@ emulator (or the FakeTokenService where the emulator cannot misbehave that way).
 
 from __future__ import annotations
 
-import datetime
-import ipaddress
 import json
-import ssl
 import subprocess
 import time
 from collections.abc import Awaitable, Callable
@@ -15,13 +12,9 @@ from pathlib import Path
 
 from aiohttp import web
 from aiohttp.test_utils import TestServer
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from tokenrelay.doctor.report import Outcome
-from tokenrelay.testing import FakeTokenService, make_jwt
+from tokenrelay.testing import FakeTokenService, loopback_certificates, make_jwt
 
 from ..support.doctor import BIN, SUBJECT, Platform, doctor, finding
 
@@ -229,30 +222,8 @@ async def test_an_untrusted_certificate_names_the_ca_fix(
     aiohttp_server: Callable[..., Awaitable[TestServer]], tmp_path: Path, environ: dict[str, str]
 ) -> None:
     """A token service whose certificate no trusted CA signed fails service.tls, naming SSL_CERT_FILE."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(hours=1))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False
-        )
-        .sign(key, hashes.SHA256())
-    )
-    (tmp_path / "cert.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    (tmp_path / "key.pem").write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        )
-    )
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    context.load_cert_chain(tmp_path / "cert.pem", tmp_path / "key.pem")
+    # signed by a CA that nothing trusts
+    context = loopback_certificates(tmp_path).server_context()
     server = await aiohttp_server(FakeTokenService().app(), ssl=context)
     url = f"https://127.0.0.1:{server.port}"
     token = tmp_path / "t"

@@ -7,7 +7,6 @@ import json
 import logging
 import shutil
 import socket
-import ssl
 import sys
 from pathlib import Path
 from urllib.parse import unquote_to_bytes
@@ -15,18 +14,15 @@ from urllib.parse import unquote_to_bytes
 import aiohttp
 import httpx
 import pytest
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec
 from h2.errors import ErrorCodes
 
 from tokenrelay.proxy.h2_upstream import GoawayKeepsStreams
-from tokenrelay.testing import FakeClock
+from tokenrelay.testing import FakeClock, loopback_certificates
 
 from ..support.h2client import Answer, RawH2
 from ..support.h2server import H2Echo, H2Proxied
 from ..support.proxy import Echo, Observed, Proxied, ServerFactory, StartProxy, Tokens
 from ..support.waiting import eventually
-from .test_tls import _cert, _pem
 
 
 def h2client() -> httpx.AsyncClient:
@@ -279,22 +275,9 @@ async def test_https_upstream_speaks_h2_with_alpn(
     echo: Echo, aiohttp_server: ServerFactory, start_proxy: StartProxy, tmp_path: Path
 ) -> None:
     """An https upstream: HTTP/2 over TLS (ALPN h2) trusted through --upstream-ca; refusals say why."""
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca = _cert("test CA", ca_key, None, ca_key)
-    key = ec.generate_private_key(ec.SECP256R1())
-    cert = _cert("127.0.0.1", key, ca, ca_key)
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    context.load_cert_chain(
-        _pem(tmp_path / "cert.pem", cert.public_bytes(serialization.Encoding.PEM)),
-        _pem(
-            tmp_path / "key.pem",
-            key.private_bytes(
-                serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-            ),
-        ),
-    )
-    ca_file = _pem(tmp_path / "ca.pem", ca.public_bytes(serialization.Encoding.PEM))
-    context.set_alpn_protocols(["h2"])
+    certificates = loopback_certificates(tmp_path)
+    ca_file = certificates.ca
+    context = certificates.server_context(["h2"])
     upstream = H2Echo()
     await upstream.start(context)
     api_url = f"https://127.0.0.1:{upstream.port}/base"

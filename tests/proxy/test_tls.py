@@ -2,76 +2,25 @@
 
 from __future__ import annotations
 
-import datetime
-import ipaddress
-import ssl
 from pathlib import Path
 
 import aiohttp
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from tokenrelay.sidecar.clienttls import session_context
+from tokenrelay.testing import loopback_certificates
 
 from ..support.proxy import Echo, ServerFactory, StartProxy, Tokens
-
-
-def _cert(
-    subject: str,
-    key: ec.EllipticCurvePrivateKey,
-    issuer: x509.Certificate | None,
-    signer: ec.EllipticCurvePrivateKey,
-) -> x509.Certificate:
-    now = datetime.datetime.now(datetime.UTC)
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)])
-    builder = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(issuer.subject if issuer else name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(hours=1))
-    )
-    if issuer is None:
-        builder = builder.add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-    else:
-        builder = builder.add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False
-        )
-    return builder.sign(signer, hashes.SHA256())
-
-
-def _pem(path: Path, data: bytes) -> str:
-    path.write_bytes(data)
-    return str(path)
 
 
 async def _tls_upstream(aiohttp_server: ServerFactory, tmp_path: Path) -> tuple[int, str, Echo]:
     """An Echo upstream serving https for 127.0.0.1 with a certificate from a throwaway CA: its port,
     the CA's PEM file and the Echo."""
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca = _cert("test CA", ca_key, None, ca_key)
-    key = ec.generate_private_key(ec.SECP256R1())
-    cert = _cert("127.0.0.1", key, ca, ca_key)
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    context.load_cert_chain(
-        _pem(tmp_path / "cert.pem", cert.public_bytes(serialization.Encoding.PEM)),
-        _pem(
-            tmp_path / "key.pem",
-            key.private_bytes(
-                serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-            ),
-        ),
-    )
-    ca_file = _pem(tmp_path / "ca.pem", ca.public_bytes(serialization.Encoding.PEM))
+    certificates = loopback_certificates(tmp_path)
     echo = Echo()
-    server = await aiohttp_server(echo.app(), ssl=context)
+    server = await aiohttp_server(echo.app(), ssl=certificates.server_context())
     assert server.port is not None
-    return server.port, ca_file, echo
+    return server.port, certificates.ca, echo
 
 
 async def test_https_upstream_trusted_through_upstream_ca(
