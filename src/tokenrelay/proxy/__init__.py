@@ -2,8 +2,8 @@
 
 Its parts, one job each, named by direction: ``downstream`` (a client connection: parse, forward,
 limits, the retry policy), ``upstream`` (a connection to the upstream: relay the answer), ``target``
-(the one place requests may go, and how a client's target maps to it), ``tls`` (the verifying TLS
-contexts for an https upstream), ``pool`` (keep-alive upstream
+(the one place requests may go, and how a client's target maps to it, with the verifying TLS
+context of an https upstream from ``tokenrelay.systemroots``), ``pool`` (keep-alive upstream
 connections), ``headers`` (which header lines cross, RFC 9110 §7.6.1), ``bearer`` (the Authorization
 line, from the TokenSource), ``flow`` (why reading from a client is paused), ``limits`` (the bounds),
 ``context`` (the narrow view of the proxy each client connection gets), ``answers`` (the proxy's own

@@ -34,9 +34,9 @@ from h2.events import (
 from h2.exceptions import ProtocolError
 from h2.settings import SettingCodes, Settings
 
+from ..systemroots import verifying_context
 from . import h2_answers
 from .h2_connection import RelayConnection, UpstreamDecoder
-from .tls import upstream_context
 
 if TYPE_CHECKING:
     from .h2_flush import Flusher
@@ -279,7 +279,7 @@ class H2Pool:
         self._timeout = connect_timeout
         self._ssl: ssl.SSLContext | None = None
         if upstream.ssl is not None:
-            self._ssl = upstream_context(ca_file, "h2")
+            self._ssl = verifying_context("h2", ca_file)
         self._conns: list[H2Upstream] = []
         self._connecting: asyncio.Future[H2Upstream] | None = None
         self._closed = False

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 import httptools
 
-from .tls import upstream_context
+from ..systemroots import verifying_context
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
 
@@ -41,7 +41,7 @@ class Target:
             authority += f":{port}"
         context = None
         if scheme == "https":
-            context = upstream_context(ca_file, "http/1.1")
+            context = verifying_context("http/1.1", ca_file)
         return cls(
             host=host,
             port=port,
