@@ -12,6 +12,7 @@ of them against the originals.
 from __future__ import annotations
 
 import logging
+from typing import TypeVar
 
 from h2.config import H2Configuration
 from h2.connection import H2Connection
@@ -34,6 +35,17 @@ BLOCK_MEMO_LENGTH = 1024  # header blocks (coded) and header lists (their fields
 BLOCK_MEMO_ENTRIES = 32  # ... and each memo starts over once it holds this many
 HUFFMAN_MEMO_LENGTH = 128  # longer strings (a token, a large cookie) are decoded every time
 HUFFMAN_MEMO_ENTRIES = 256  # ... and the memo starts over once it holds this many
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+def remember(memo: dict[K, V], key: K, value: V, entries: int = BLOCK_MEMO_ENTRIES) -> None:
+    """Keep ``value`` under ``key``; a memo holding ``entries`` already starts over, so that no peer
+    can make it grow."""
+    if len(memo) >= entries:
+        memo.clear()
+    memo[key] = value
 
 
 class CountingTable(HeaderTable):
@@ -112,10 +124,8 @@ class BlockMemo(Decoder):
         finally:
             table.journal = None
         if table.resizes == resizes:
-            if len(self._blocks) >= BLOCK_MEMO_ENTRIES:
-                self._blocks.clear()
             state = None if table.lookups == lookups else changes
-            self._blocks[(state, limit, raw, data)] = (tuple(decoded), added)
+            remember(self._blocks, (state, limit, raw, data), (tuple(decoded), added))
         return decoded
 
 
@@ -144,9 +154,7 @@ class HeaderMemo(Encoder):
         block = super().encode(headers, huffman)
         fields = sum(len(name) + len(value) for name, value in headers)  # what the key keeps alive
         if table.changes == key[0] and len(block) <= BLOCK_MEMO_LENGTH and fields <= BLOCK_MEMO_LENGTH:
-            if len(self._lists) >= BLOCK_MEMO_ENTRIES:
-                self._lists.clear()
-            self._lists[key] = block
+            remember(self._lists, key, block)
         return block
 
 
@@ -166,7 +174,7 @@ class ValidationMemo:
     BLOCK_MEMO_LENGTH bytes are remembered, BLOCK_MEMO_ENTRIES of them at most."""
 
     def __init__(self) -> None:
-        self._valid: set[tuple[object, ...]] = set()
+        self._valid: dict[tuple[object, ...], None] = {}
 
     def check(self, headers: list[tuple[bytes, bytes]], flags: HeaderValidationFlags) -> None:
         key = (flags.is_trailer, *headers)
@@ -175,9 +183,7 @@ class ValidationMemo:
         for _ in validate_headers(headers, flags):
             pass
         if sum(len(name) + len(value) for name, value in headers) <= BLOCK_MEMO_LENGTH:
-            if len(self._valid) >= BLOCK_MEMO_ENTRIES:
-                self._valid.clear()
-            self._valid.add(key)
+            remember(self._valid, key, None)
 
 
 class RelayConnection(H2Connection):
@@ -188,12 +194,11 @@ class RelayConnection(H2Connection):
     DummyLogger drops the line): about 5% of the proxy's CPU per gRPC call.
     """
 
-    def __init__(self, config: H2Configuration) -> None:
+    def __init__(self, config: H2Configuration, decoder: type[BlockMemo] = BlockMemo) -> None:
         super().__init__(config)
         # before any frame: h2 adjusts them as SETTINGS arrive, never replaces them
-        limit = self.decoder.max_header_list_size
         self.encoder = HeaderMemo()
-        self.decoder = BlockMemo(limit)
+        self.decoder = decoder(self.decoder.max_header_list_size)
 
     def _receive_frame(self, frame: Frame) -> list[Event]:
         events: list[Event]
@@ -242,9 +247,7 @@ class UpstreamDecoder(BlockMemo):
         if plain is None:
             plain = decode_huffman(coded)
             if len(coded) <= HUFFMAN_MEMO_LENGTH:
-                if len(self._huffman) >= HUFFMAN_MEMO_ENTRIES:
-                    self._huffman.clear()
-                self._huffman[coded] = plain
+                remember(self._huffman, coded, plain, HUFFMAN_MEMO_ENTRIES)
         return plain
 
     def _decode_literal(self, data: bytes | memoryview, should_index: bool) -> tuple[HeaderTuple, int]:

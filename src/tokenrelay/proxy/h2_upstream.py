@@ -96,8 +96,7 @@ class H2Upstream(asyncio.Protocol):
             validate_inbound_headers=False,
             normalize_inbound_headers=False,
         )
-        self.h2 = RelayConnection(config)
-        self.h2.decoder = UpstreamDecoder(self.h2.decoder.max_header_list_size)
+        self.h2 = RelayConnection(config, UpstreamDecoder)  # Huffman strings remembered: only the upstream's
         self.h2.state_machine = GoawayKeepsStreams()
         self.transport: asyncio.Transport | None = None
         self.streams: dict[int, UpstreamStream] = {}
