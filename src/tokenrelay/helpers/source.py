@@ -8,6 +8,7 @@ gave no token, so a successful run never loads it; ``CredentialError`` is still 
 """
 
 from ..lite import environ as process_environ
+from ..lite import socketclient
 from ..lite.socketclient import fetch_token_bare, socket_path
 from . import Credential, credential_error
 
@@ -17,7 +18,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
-    from ..errors import CredentialError, LocalApiError
+    from ..errors import CredentialError
 
 # The sidecar waits up to its --wait-timeout (10 s by default) when it holds no token yet.
 SOCKET_TIMEOUT = 15.0
@@ -29,7 +30,7 @@ def fetch(audience: str, environ: "Mapping[str, str] | None" = None) -> Credenti
     path = socket_path(environ=env)
     try:
         token, expires_at = fetch_token_bare(path, audience, timeout=SOCKET_TIMEOUT)
-    except _local_api_error() as exc:  # evaluated only when the socket gave no token
+    except socketclient.LocalApiError as exc:  # looked up (and errors loaded) only on a failure
         if exc.status is not None:
             raise credential_error(f"the tokenrelay sidecar at {path} has no token: {exc}") from None
         from . import direct as fallback
@@ -38,13 +39,6 @@ def fetch(audience: str, environ: "Mapping[str, str] | None" = None) -> Credenti
             return fallback.fetch(audience, env)
         raise credential_error(f"{exc}; {fallback.HINT}") from None
     return Credential(token, expires_at)
-
-
-def _local_api_error() -> "type[LocalApiError]":
-    # errors is imported only when the socket gave no token: a successful run never loads it.
-    from ..errors import LocalApiError
-
-    return LocalApiError
 
 
 def __getattr__(name: str) -> object:
