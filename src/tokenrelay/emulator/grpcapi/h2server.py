@@ -55,7 +55,7 @@ GRPC_HEADERS = [
 class Stream:
     """One request: its headers, its body so far (or its gRPC messages), and the task answering it."""
 
-    __slots__ = ("body", "buffer", "grpc", "headers", "id", "inbox", "size", "task")
+    __slots__ = ("body", "buffer", "grpc", "headers", "id", "inbox", "inflated", "size", "task")
 
     def __init__(self, stream_id: int, headers: dict[str, str]) -> None:
         self.id = stream_id
@@ -64,6 +64,7 @@ class Stream:
         self.body: list[bytes] = []  # a relayed request's body
         self.buffer = bytearray()  # gRPC: the part of a message received so far
         self.size = 0
+        self.inflated = 0  # gRPC: bytes of the messages taken, decompressed (over MAX_MESSAGE: refused)
         self.inbox: asyncio.Queue[bytes | None] = asyncio.Queue()  # gRPC messages; None: the end
         self.task: asyncio.Task[None] | None = None
 
@@ -178,6 +179,8 @@ class H2Front(asyncio.Protocol):
     def _body(self, stream: Stream, data: bytes) -> None:
         stream.size += len(data)
         if stream.grpc:
+            if stream.inflated > MAX_MESSAGE:
+                return  # already refused: the rest of the stream is only read, not kept
             stream.buffer += data
             self._take_messages(stream)
         elif stream.size <= MAX_BODY:
@@ -203,13 +206,16 @@ class H2Front(asyncio.Protocol):
     # -- gRPC ------------------------------------------------------------------------------------
 
     def _take_messages(self, stream: Stream) -> None:
-        """Move each complete length-prefixed message received to the stream's inbox."""
+        """Move each complete length-prefixed message received to the stream's inbox.
+
+        A stream holds at most MAX_MESSAGE bytes of messages, counted after decompression: a unary
+        call has one message, and reflection's are tiny, so more is a client to refuse, not to buffer.
+        """
         data = stream.buffer
         while len(data) >= 5:
             compressed, length = struct.unpack(">?I", data[:5])
             if length > MAX_MESSAGE:
-                stream.inbox.put_nowait(TOO_BIG)
-                data.clear()
+                self._refuse_as_too_big(stream)
                 return
             if len(data) < 5 + length:
                 return
@@ -217,7 +223,17 @@ class H2Front(asyncio.Protocol):
             del data[: 5 + length]
             if compressed:
                 message = _decompress(stream.headers.get("grpc-encoding", ""), message)
+            stream.inflated += len(message)
+            if stream.inflated > MAX_MESSAGE:
+                self._refuse_as_too_big(stream)
+                return
             stream.inbox.put_nowait(message)
+
+    @staticmethod
+    def _refuse_as_too_big(stream: Stream) -> None:
+        stream.inbox.put_nowait(TOO_BIG)
+        stream.buffer.clear()
+        stream.inflated = MAX_MESSAGE + 1
 
     async def _grpc(self, stream: Stream) -> None:
         path = stream.headers.get(":path", "")
@@ -359,16 +375,26 @@ UNKNOWN_ENCODING = b"\x00unknown-encoding"
 ENCODINGS = "identity,gzip,deflate"
 
 
+_WBITS = {"gzip": 31, "deflate": 15}  # gRPC's "deflate" is the zlib format
+
+
 def _decompress(encoding: str, message: bytes) -> bytes:
-    """A message the client compressed (gRPC's per-message compression), or a marker."""
+    """A message the client compressed (gRPC's per-message compression), or a marker.
+
+    Inflated to at most MAX_MESSAGE + 1 bytes: 4 MiB of gzip can expand to 4 GiB, and the one byte
+    over the limit is enough to refuse the message as too big.
+    """
+    wbits = _WBITS.get(encoding)
+    if wbits is None:
+        return UNKNOWN_ENCODING
+    inflater = zlib.decompressobj(wbits)
     try:
-        if encoding == "gzip":
-            return zlib.decompress(message, wbits=31, bufsize=len(message) * 4)[: MAX_MESSAGE + 1]
-        if encoding == "deflate":
-            return zlib.decompress(message)[: MAX_MESSAGE + 1]
+        inflated = inflater.decompress(message, MAX_MESSAGE + 1)
     except zlib.error:
         return UNKNOWN_ENCODING
-    return UNKNOWN_ENCODING
+    if len(inflated) <= MAX_MESSAGE and not inflater.eof:
+        return UNKNOWN_ENCODING  # truncated
+    return inflated
 
 
 def _refusal(messages: list[bytes]) -> status_pb2.Status | None:
