@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import subprocess
 from pathlib import Path
@@ -11,8 +12,12 @@ from typing import Any
 import grpc
 import pytest
 from google.protobuf import json_format
+from google.protobuf.field_mask_pb2 import FieldMask
 from google.protobuf.message import Message
+from yarl import URL
 
+from tokenrelay.emulator import providers
+from tokenrelay.emulator.access import ROLE_BY_NAME
 from tokenrelay.emulator.grpcapi import generate, iam_pb2, registry_pb2
 
 from ..support.emulator import World
@@ -246,3 +251,53 @@ def test_generated_code_matches_the_proto_files(tmp_path: Path) -> None:
     for path in produced:
         committed = generate.SOURCE_ROOT / path.relative_to(tmp_path)
         assert committed.read_bytes() == path.read_bytes(), f"{committed.name} is stale: run the generator"
+
+
+@pytest.mark.parametrize("verb", ["GetGroup", "UpdateGroup", "DeleteGroup"])
+@pytest.mark.parametrize(
+    "escape", ["../identityProviders/{provider}", "../identities/{identity}", "../roles/{role}"]
+)
+async def test_a_uid_with_dot_segments_stays_in_its_collection(
+    world: World, client: Client, verb: str, escape: str
+) -> None:
+    """Groups/<verb> with a uid "../<other kind>/<uid>" answers HTTP's 404 and leaves that resource be."""
+    provider = providers.create(
+        world.emulator.resources, world.org.uid, {"name": "gha", "oidc": {"issuer": "https://gha.example"}}
+    )
+    uids = {"provider": provider.uid, "identity": world.uids["editor"], "role": ROLE_BY_NAME["viewer"].uid}
+    uid = escape.format(**uids)
+    before = _tables(world)
+    requests: dict[str, tuple[Message, str, dict[str, Any] | None]] = {
+        "GetGroup": (iam_pb2.GetGroupRequest(uid=uid), "GET", None),
+        "UpdateGroup": (
+            iam_pb2.UpdateGroupRequest(
+                group=iam_pb2.Group(uid=uid, name="taken"), update_mask=FieldMask(paths=["name"])
+            ),
+            "PATCH",
+            {"name": "taken"},
+        ),
+        "DeleteGroup": (iam_pb2.DeleteGroupRequest(uid=uid), "DELETE", None),
+    }
+    request, method, body = requests[verb]
+    code, status = await client.refusal(
+        f"/iam.v2beta1.Groups/{verb}", request, iam_pb2.Group, world.tokens["owner"]
+    )
+    # the same uid over HTTP, sent as it is (aiohttp would resolve the dot-segments of a str URL)
+    query = "?updateMask=name" if body else ""
+    url = URL(f"{world.url}/iam/v2beta1/groups/{uid}{query}", encoded=True)
+    headers = {"Authorization": f"Bearer {world.tokens['owner']}"}
+    async with world.http.request(method, url, json=body, headers=headers) as answer:
+        http_status, http_body = answer.status, await answer.json()
+    assert (code, http_status) == (grpc.StatusCode.NOT_FOUND, 404)
+    assert status == http_body and status["message"] == f"Not found: group {uid}"
+    assert _tables(world) == before
+
+
+def _tables(world: World) -> dict[str, dict[str, dict[str, Any]]]:
+    store = world.emulator.store
+    tables: dict[str, dict[str, Any]] = {
+        "groups": store.groups,
+        "identities": store.identities,
+        "providers": store.providers,
+    }
+    return {name: {uid: dataclasses.asdict(r) for uid, r in t.items()} for name, t in tables.items()}

@@ -16,6 +16,7 @@ import h2.settings
 import httpx
 import pytest
 
+from tokenrelay.emulator import providers
 from tokenrelay.emulator.grpcapi import iam_pb2
 
 from ..support.emulator import World
@@ -177,3 +178,40 @@ async def test_a_compressed_message_is_inflated_only_up_to_the_limit(
     assert trailers[b"grpc-status"] == b"8", trailers
     assert b"over 4194304 bytes" in trailers[b"grpc-message"]
     assert peak < 16 << 20, f"{peak >> 20} MiB held to refuse {sum(map(len, messages)) >> 10} KiB"
+
+
+@pytest.mark.e2e
+async def test_a_relayed_path_keeps_its_dot_segments(world: World) -> None:
+    """DELETE /groups/../identityProviders/<uid> over h2c answers HTTP/1.1's 404 and deletes nothing."""
+    provider = providers.create(
+        world.emulator.resources, world.org.uid, {"name": "gha", "oidc": {"issuer": "https://gha.example"}}
+    )
+    path = f"/iam/v2beta1/groups/../identityProviders/{provider.uid}"
+    command = [
+        "curl",
+        "-s",
+        "--path-as-is",
+        "-X",
+        "DELETE",
+        "-H",
+        "@-",
+        "-w",
+        "\\n%{http_version} %{http_code}",
+    ]
+    authorization = f"Authorization: Bearer {world.tokens['owner']}"
+
+    def curl(*args: str) -> str:
+        return subprocess.run(
+            [*command, *args, world.url + path],
+            input=authorization,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        ).stdout
+
+    loop = asyncio.get_running_loop()
+    over_h2 = await loop.run_in_executor(None, curl, "--http2-prior-knowledge")
+    over_h1 = await loop.run_in_executor(None, curl, "--http1.1")
+    assert over_h2.endswith("\n2 404") and over_h1.endswith("\n1.1 404")
+    assert over_h2.partition("\n")[0] == over_h1.partition("\n")[0]
+    assert provider.uid in world.emulator.store.providers

@@ -29,6 +29,7 @@ import h2.exceptions
 import h2.settings
 from google.rpc import status_pb2
 from grpc_reflection.v1alpha import reflection_pb2
+from yarl import URL
 
 from . import reflection
 from .methods import Methods
@@ -301,7 +302,8 @@ class H2Front(asyncio.Protocol):
             if not name.startswith(":") and name not in CONNECTION_SPECIFIC
         }
         method = stream.headers.get(":method", "GET")
-        url = self._base_url() + stream.headers.get(":path", "/")
+        # the path as the client sent it: yarl would resolve its dot-segments, where HTTP/1.1 does not
+        url = URL(self._base_url() + stream.headers.get(":path", "/"), encoded=True)
         skip = {"Accept", "Accept-Encoding", "User-Agent", "Content-Type"} - {n.title() for n in headers}
         async with self._relay().request(
             method, url, headers=headers, data=b"".join(stream.body) or None, skip_auto_headers=skip

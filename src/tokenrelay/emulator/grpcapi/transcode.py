@@ -61,7 +61,7 @@ def to_http(route: Route, request: Message) -> HttpCall:
         if not isinstance(value, str) or not value:
             raise MissingField(dotted)
         used.add(dotted.partition(".")[0])
-        return quote(value, safe="/")  # a uid is a slash-separated path
+        return _uid_path(value)
 
     path = _TEMPLATE.sub(fill, route.path)
     body: dict[str, object] | None = None
@@ -82,6 +82,20 @@ def to_http(route: Route, request: Message) -> HttpCall:
             query.extend(_query(field, value))
     target = path + ("?" + urlencode(query, quote_via=quote) if query else "")
     return HttpCall(route.method, target, None if body is None else json.dumps(body).encode())
+
+
+def _uid_path(uid: str) -> str:
+    """A uid as path segments that stay inside the collection.
+
+    A uid is a slash-separated path, so its slashes stay; but a ``.`` or ``..`` segment is encoded
+    (``%2E``), so that no URL normalisation between here and the JSON API's router can take
+    ``../identityProviders/x`` out of the groups: the router decodes it back into the uid it was,
+    which names no group, as it would for an HTTP client sending the same uid.
+    """
+    return "/".join(
+        "%2E" * len(segment) if segment in {".", ".."} else quote(segment, safe="")
+        for segment in uid.split("/")
+    )
 
 
 def _json_value(field: FieldDescriptor, value: object) -> object:
