@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import math
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from yarl import URL
 from tokenrelay.emulator import providers
 from tokenrelay.emulator.access import ROLE_BY_NAME
 from tokenrelay.emulator.grpcapi import generate, iam_pb2, registry_pb2
+from tokenrelay.lite.timestamps import format_timestamp
 
 from ..support.emulator import World
 from ..support.grpcurl import grpcurl_path
@@ -39,8 +41,45 @@ async def test_list_answers_what_the_json_api_answers(world: World, client: Clie
     )
     status, body = await world.call("GET", "/iam/v2beta1/groups", as_="viewer")
     assert status == 200
-    assert as_json(answer)["groups"] == body["groups"]
-    assert answer.total_count == int(body["totalCount"]) == 2
+    # as messages: a Timestamp is an instant, which proto3 JSON prints with 0, 3, 6 or 9 decimals
+    assert answer == json_format.ParseDict(body, GroupList())
+    assert answer.total_count == 2
+
+
+async def test_a_whole_second_reads_and_writes_back_alike_on_both_faces(world: World, client: Client) -> None:
+    """At a whole second (".000Z"), both faces answer the same instant, and a gRPC client that echoes
+    an expired invite's expiry back changes it as an HTTP client does: accepted, not re-checked."""
+    world.wall.advance(math.ceil(world.wall.now) + 0.0001 - world.wall.now)  # 0.1 ms past a second: its ms
+    status, made = await world.call(
+        "POST",
+        f"/iam/v2beta1/groupInvites/{world.org.uid}",
+        json={
+            "roleUid": ROLE_BY_NAME["viewer"].uid,
+            "expireTime": format_timestamp(world.wall.now // 1 + 60),
+        },
+    )
+    assert status == 200
+    assert made["expireTime"].endswith(".000Z") and made["createTime"].endswith(".000Z"), made
+    got = await client.call(
+        "/iam.v2beta1.GroupInvites/GetGroupInvite",
+        iam_pb2.GetGroupInviteRequest(uid=made["uid"]),
+        iam_pb2.GroupInvite,
+        world.tokens["owner"],
+    )
+    status, read = await world.call("GET", f"/iam/v2beta1/groupInvites/{made['uid']}")
+    assert got == json_format.ParseDict(read, iam_pb2.GroupInvite()) and got.expire_time.nanos == 0
+    world.wall.advance(120)  # the invite has expired: a changed expiry would have to be in the future
+    echo = iam_pb2.UpdateGroupInviteRequest(uid=made["uid"], expire_time=got.expire_time, single_use=False)
+    updated = await client.call(
+        "/iam.v2beta1.GroupInvites/UpdateGroupInvite", echo, iam_pb2.GroupInvite, world.tokens["owner"]
+    )
+    status, over_http = await world.call(
+        "PATCH",
+        f"/iam/v2beta1/groupInvites/{made['uid']}",
+        json={"expireTime": read["expireTime"], "singleUse": True},
+    )
+    assert (updated.single_use, updated.expire_time) == (False, got.expire_time)
+    assert status == 200 and over_http["singleUse"] is True
 
 
 async def test_pages_filters_and_order_cross_as_query_parameters(world: World, client: Client) -> None:
