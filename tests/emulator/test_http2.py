@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from tokenrelay.emulator import providers
-from tokenrelay.emulator.grpcapi import iam_pb2
+from tokenrelay.emulator.grpcapi import iam_pb2, reflection
 
 from ..support.emulator import World
 
@@ -215,3 +215,9 @@ async def test_a_relayed_path_keeps_its_dot_segments(world: World) -> None:
     assert over_h2.endswith("\n2 404") and over_h1.endswith("\n1.1 404")
     assert over_h2.partition("\n")[0] == over_h1.partition("\n")[0]
     assert provider.uid in world.emulator.store.providers
+
+
+async def test_a_reflection_stream_refuses_a_message_over_the_limit(world: World) -> None:
+    """The reflection stream answers a gzip bomb with RESOURCE_EXHAUSTED trailers, not a hung stream."""
+    trailers = await _raw_grpc(world, reflection.PATH, [_gzip(64 << 20)], "gzip")
+    assert trailers[b"grpc-status"] == b"8", trailers

@@ -27,6 +27,7 @@ import h2.connection
 import h2.events
 import h2.exceptions
 import h2.settings
+from google.protobuf.message import DecodeError
 from google.rpc import status_pb2
 from grpc_reflection.v1alpha import reflection_pb2
 from yarl import URL
@@ -268,7 +269,19 @@ class H2Front(asyncio.Protocol):
         self._flush()
         while (message := await stream.inbox.get()) is not None:
             request = reflection_pb2.ServerReflectionRequest()
-            request.ParseFromString(message)
+            refusal = _refusal([message])
+            if refusal is None:
+                try:
+                    request.ParseFromString(message)
+                except DecodeError:
+                    refusal = status_pb2.Status(
+                        code=13, message="Internal error: the request does not decode"
+                    )
+            if refusal is not None:
+                trailers = [("grpc-status", str(refusal.code)), ("grpc-message", _percent(refusal.message))]
+                self._conn.send_headers(stream.id, trailers, end_stream=True)
+                self._flush()
+                return
             answer = self._reflector.answer(request)
             await self._send(stream.id, _frame(answer.SerializeToString()), end=False)
         self._conn.send_headers(stream.id, [("grpc-status", "0")], end_stream=True)
