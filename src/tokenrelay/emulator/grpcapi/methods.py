@@ -93,15 +93,10 @@ class Methods:
         if authorization is not None:
             headers["Authorization"] = authorization
         limit = aiohttp.ClientTimeout(total=timeout or DEFAULT_TIMEOUT)
+        url = URL(self._base_url() + http.target, encoded=True)  # as built: yarl resolves dot-segments
         try:
             async with self.session().request(
-                http.method,
-                URL(
-                    self._base_url() + http.target, encoded=True
-                ),  # as built: yarl would resolve dot-segments
-                data=http.body,
-                headers=headers,
-                timeout=limit,
+                http.method, url, data=http.body, headers=headers, timeout=limit
             ) as response:
                 body = await response.read()
         except TimeoutError:
