@@ -224,7 +224,8 @@ class H2Front(asyncio.Protocol):
             message = bytes(data[5 : 5 + length])
             del data[: 5 + length]
             if compressed:
-                message = _decompress(stream.headers.get("grpc-encoding", ""), message)
+                room = MAX_MESSAGE - stream.inflated
+                message = _decompress(stream.headers.get("grpc-encoding", ""), message, room)
             stream.inflated += len(message)
             if stream.inflated > MAX_MESSAGE:
                 self._refuse_as_too_big(stream)
@@ -393,21 +394,21 @@ ENCODINGS = "identity,gzip,deflate"
 _WBITS = {"gzip": 31, "deflate": 15}  # gRPC's "deflate" is the zlib format
 
 
-def _decompress(encoding: str, message: bytes) -> bytes:
+def _decompress(encoding: str, message: bytes, room: int) -> bytes:
     """A message the client compressed (gRPC's per-message compression), or a marker.
 
-    Inflated to at most MAX_MESSAGE + 1 bytes: 4 MiB of gzip can expand to 4 GiB, and the one byte
-    over the limit is enough to refuse the message as too big.
+    Inflated to at most ``room`` + 1 bytes (what the stream may still hold): 4 MiB of gzip can expand
+    to 4 GiB, and the one byte over is enough to refuse the message as too big.
     """
     wbits = _WBITS.get(encoding)
     if wbits is None:
         return UNKNOWN_ENCODING
     inflater = zlib.decompressobj(wbits)
     try:
-        inflated = inflater.decompress(message, MAX_MESSAGE + 1)
+        inflated = inflater.decompress(message, room + 1)
     except zlib.error:
         return UNKNOWN_ENCODING
-    if len(inflated) <= MAX_MESSAGE and not inflater.eof:
+    if len(inflated) <= room and not inflater.eof:
         return UNKNOWN_ENCODING  # truncated
     return inflated
 
