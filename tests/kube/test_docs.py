@@ -51,3 +51,14 @@ def test_webhook_metrics_and_injector_alerts_are_documented() -> None:
 def test_readme_links_the_page() -> None:
     """README.md links docs/kubernetes.md."""
     assert "(docs/kubernetes.md)" in (REPO / "README.md").read_text()
+
+
+def test_placement_of_the_replicas_is_described_as_the_deployment_asks_it() -> None:
+    """The injector's anti-affinity is only preferred, and the page never promises that the two
+    replicas are spread across nodes."""
+    deployment = yaml.safe_load((REPO / "deploy" / "injector" / "base" / "deployment.yaml").read_text())
+    anti = deployment["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]
+    assert set(anti) == {"preferredDuringSchedulingIgnoredDuringExecution"}
+    text = " ".join(DOC.split())
+    assert "spread across nodes" not in text
+    assert "preferred" in text
