@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from tokenrelay.config import parse_args
+from tokenrelay.kube import mutation
 
 from ..support.production import REPO
 
@@ -93,6 +94,22 @@ def test_pods_meet_the_restricted_profile(overlay: str, rendered: dict[str, list
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
+def test_shipped_podmonitor_scrapes_the_hand_written_sidecar(
+    overlay: str, rendered: dict[str, list[dict[str, Any]]]
+) -> None:
+    """deploy/monitoring's PodMonitor selects every pod and scrapes the port name that the sidecar of
+    deploy/base and its overlays carries, the same name the injector gives its sidecars."""
+    monitor = yaml.safe_load((DEPLOY / "monitoring" / "podmonitor.yaml").read_text())
+    assert monitor["spec"]["namespaceSelector"] == {"any": True}
+    assert monitor["spec"]["selector"] == {}
+    (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
+    assert endpoint["port"] == mutation.METRICS_PORT_NAME
+    (spec,) = [s for doc in rendered[overlay] if (s := pod_spec(doc)) is not None]
+    ports = {p["name"]: p["containerPort"] for p in sidecar(spec)["ports"]}
+    assert ports[endpoint["port"]] == 9090
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
 def test_tokenrelay_is_a_native_sidecar_gating_the_app(
     overlay: str, rendered: dict[str, list[dict[str, Any]]]
 ) -> None:
@@ -101,8 +118,8 @@ def test_tokenrelay_is_a_native_sidecar_gating_the_app(
     relay = sidecar(spec)
     assert relay["restartPolicy"] == "Always"
     assert relay["image"] == "ghcr.io/example/tokenrelay:0.1.0"
-    assert relay["startupProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
-    assert relay["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+    assert relay["startupProbe"]["httpGet"] == {"path": "/readyz", "port": "tr-metrics"}
+    assert relay["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "tr-metrics"}
     assert relay["ports"][0]["containerPort"] == 9090
     mounts = {m["name"]: m["mountPath"] for m in relay["volumeMounts"]}
     volumes = {v["name"]: v for v in spec["volumes"]}
