@@ -62,3 +62,12 @@ def test_placement_of_the_replicas_is_described_as_the_deployment_asks_it() -> N
     text = " ".join(DOC.split())
     assert "spread across nodes" not in text
     assert "preferred" in text
+
+
+def test_istio_advice_renames_the_configuration_through_the_component() -> None:
+    """The page sends Istio users to components/first, which renames the configuration everywhere,
+    rather than telling them to rename the object alone (which breaks self-signed mode)."""
+    assert (REPO / "deploy" / "injector" / "components" / "first" / "kustomization.yaml").is_file()
+    text = " ".join(DOC.split())
+    assert "deploy/injector/components/first" in text
+    assert "rename the configuration, e.g." not in text
