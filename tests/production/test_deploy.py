@@ -191,3 +191,17 @@ def test_github_actions_example_uses_once() -> None:
     settings = parse_args(args, env)
     assert settings.once
     assert settings.token_files == (("/tmp/t", "https://api.example.com"),)
+
+
+def test_github_actions_example_runs_a_sidecar_for_docker() -> None:
+    """The workflow's registry job starts `tokenrelay run` with the github-actions source and keeps a
+    token for every host the helpers serve, and points docker's credHelpers at tokenrelay."""
+    from tokenrelay.helpers.hosts import load
+
+    job = yaml.safe_load((DEPLOY / "github-actions" / "workflow.yaml").read_text())["jobs"]["registry"]
+    runs = "\n".join(step.get("run", "") for step in job["steps"])
+    command = runs.split("tokenrelay run ", 1)[1].split(">", 1)[0].replace("\\\n", " ").split()
+    settings = parse_args(command, {**job["env"], "TOKENRELAY_SOCKET": "/tmp/tr/tokenrelay.sock"})
+    assert settings.id_token_source == "github-actions"
+    assert {host.audience for host in load(job["env"])} <= set(settings.audiences)
+    assert '"credHelpers": {"registry.example.com": "tokenrelay"}' in runs
