@@ -221,3 +221,43 @@ def test_every_shipped_alert_has_a_runbook_section() -> None:
     assert sections == set(alerts)
     for name, alert in alerts.items():
         assert alert["annotations"]["runbook_url"].endswith(f"docs/runbooks.md#{_slug(name)}"), name
+
+
+# Flags of other programs that the pages name in prose, and the program.
+OTHER_PROGRAMS_FLAGS = {
+    "--image-credential-provider-bin-dir": "kubelet",
+    "--image-credential-provider-config": "kubelet",
+    "--service-account-issuer": "kube-apiserver",
+    "--global": "git config",
+    "--local": "git config",
+}
+
+
+def test_flags_the_pages_name_exist() -> None:
+    """Every `--flag` a page names in prose is a flag of a tokenrelay command, of one of the
+    benchmarks in bench/, or of the other program it is listed for here."""
+    ours = set().union(*_command_flags().values())
+    bench = "\n".join(p.read_text() for p in (REPO / "bench").iterdir() if p.is_file())
+    unknown = []
+    for path in PAGES:
+        prose = re.sub(r"```.*?```", "", path.read_text(), flags=re.DOTALL)
+        for flag in re.findall(r"`(--[a-z][a-z0-9-]*)", prose):
+            if flag not in ours and flag not in OTHER_PROGRAMS_FLAGS and f"{flag}" not in bench:
+                unknown.append(f"{_relative(path)}: {flag}")
+    assert unknown == []
+
+
+def test_the_index_lists_every_page_and_the_security_model_is_linked() -> None:
+    """docs/README.md links every page of docs/, SECURITY.md and CHANGELOG.md; README.md links the
+    index, getting started and SECURITY.md, and says which Python it needs."""
+    index = (REPO / "docs" / "README.md").read_text()
+    for page in (REPO / "docs").glob("*.md"):
+        if page.name != "README.md":
+            assert f"]({page.name})" in index, page.name
+    assert "](../SECURITY.md)" in index and "](../CHANGELOG.md)" in index
+    readme = (REPO / "README.md").read_text()
+    for link in ("](docs/README.md)", "](docs/getting-started.md)", "](SECURITY.md)"):
+        assert link in readme, link
+    required = re.search(r'requires-python = ">=(\d+\.\d+)"', (REPO / "pyproject.toml").read_text())
+    assert required is not None
+    assert f"Python {required.group(1)} or later" in readme
