@@ -205,3 +205,18 @@ def test_github_actions_example_runs_a_sidecar_for_docker() -> None:
     assert settings.id_token_source == "github-actions"
     assert {host.audience for host in load(job["env"])} <= set(settings.audiences)
     assert '"credHelpers": {"registry.example.com": "tokenrelay"}' in runs
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_only_the_sidecar_sees_the_oidc_token(
+    overlay: str, rendered: dict[str, list[dict[str, Any]]]
+) -> None:
+    """SECURITY.md's claim: the projected OIDC token is mounted in the sidecar only, and no container
+    gets a Kubernetes API token."""
+    (spec,) = [s for doc in rendered[overlay] if (s := pod_spec(doc)) is not None]
+    projected = {v["name"] for v in spec["volumes"] if "projected" in v}
+    mounting = {
+        c["name"] for c in containers(spec) for m in c.get("volumeMounts", []) if m["name"] in projected
+    }
+    assert mounting == {"tokenrelay"}
+    assert spec["automountServiceAccountToken"] is False

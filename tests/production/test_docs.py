@@ -129,3 +129,21 @@ def test_retry_spacing_in_the_docs_matches_the_provider() -> None:
         for match in re.finditer(r"at most 30 s apart", text):
             around = text[max(0, match.start() - 300) : match.end() + 300]
             assert "no valid token" in around and "half" in around, (doc, around)
+
+
+def test_dev_samples_show_every_kind_of_line_dev_prints() -> None:
+    """The README's and docs/emulator.md's sample output of `tokenrelay dev` show every kind of line
+    dev.py prints, in its order (runs of `try:` lines may be cut short with `...`)."""
+    printed = re.findall(
+        r"^\s+\(\s*\"(\w+)\",", (SRC / "emulator" / "dev.py").read_text(), flags=re.MULTILINE
+    )
+
+    def kinds(names: list[str]) -> list[str]:
+        return [name for i, name in enumerate(names) if i == 0 or names[i - 1] != name]
+
+    assert kinds(printed)[:2] == ["emulator", "api_url"] and printed[-1] == "ready"
+    for page in (REPO / "README.md", REPO / "docs" / "emulator.md"):
+        block = re.search(r"```\n(emulator: .*?)```", page.read_text(), flags=re.DOTALL)
+        assert block is not None, page
+        shown = [line.split(":", 1)[0] for line in block.group(1).splitlines() if line not in ("...", "…")]
+        assert kinds(shown) == kinds(printed), page
