@@ -12,7 +12,7 @@ from pathlib import Path
 import yaml
 from prometheus_client import CollectorRegistry
 
-from tokenrelay import cli
+from tokenrelay import cli, config
 from tokenrelay.kube.webhook import WebhookMetrics
 from tokenrelay.sidecar.metrics import Metrics
 
@@ -261,3 +261,26 @@ def test_the_index_lists_every_page_and_the_security_model_is_linked() -> None:
     required = re.search(r'requires-python = ">=(\d+\.\d+)"', (REPO / "pyproject.toml").read_text())
     assert required is not None
     assert f"Python {required.group(1)} or later" in readme
+
+
+# "`--wait-timeout` (10 s)", "(`--exchange-timeout`, 10 s)", "`--token-file-mode` (`0600`)"
+STATED_DEFAULT = re.compile(r"`(--[a-z-]+)`(?:,| \(`?)\s*(\d+(?:\.\d+)?|0[0-7]{3})`?( s\b)?")
+
+
+def test_defaults_the_pages_state_are_the_options_defaults() -> None:
+    """Where a page gives a `tokenrelay run` option's default next to it (seconds or a mode), it is the
+    default of the option table."""
+    options = {option.flag: option for option in config.OPTIONS}
+    checked, wrong = 0, []
+    for path in PAGES:
+        for flag, value, seconds in STATED_DEFAULT.findall(" ".join(path.read_text().split())):
+            option = options.get(flag)
+            if option is None or option.kind not in ("seconds", "mode"):
+                continue
+            checked += 1
+            expected = f"{option.default:04o}" if option.kind == "mode" else f"{option.default:g}"
+            stated = value if option.kind == "mode" else f"{float(value):g}"
+            if stated != expected or (option.kind == "seconds") != bool(seconds):
+                wrong.append(f"{_relative(path)}: {flag} {value}{seconds}")
+    assert wrong == []
+    assert checked >= 5
