@@ -177,7 +177,7 @@ def test_doctor_checks_the_pages_name_exist() -> None:
 
 def _slug(heading: str) -> str:
     """GitHub's anchor for a heading."""
-    text = re.sub(r"[`*_]|\[([^]]*)\]\([^)]*\)", r"\1", heading.strip()).lower()
+    text = re.sub(r"[`*]|\[([^]]*)\]\([^)]*\)", r"\1", heading.strip()).lower()
     return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
 
 
