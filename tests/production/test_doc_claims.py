@@ -284,3 +284,17 @@ def test_defaults_the_pages_state_are_the_options_defaults() -> None:
                 wrong.append(f"{_relative(path)}: {flag} {value}{seconds}")
     assert wrong == []
     assert checked >= 5
+
+
+def test_annotations_the_pages_name_exist() -> None:
+    """Every `tokenrelay.dev/...` name a page or manifest gives is an annotation the injector reads, its
+    opt-in label, or its status annotation."""
+    from tokenrelay.kube import options
+
+    known = {*options.ANNOTATIONS, options.STATUS, options.INJECT_LABEL}
+    unknown = []
+    for path in [*PAGES, *MANIFESTS]:
+        for name in re.findall(r"\btokenrelay\.dev/[a-z-]+", path.read_text()):
+            if name not in known:
+                unknown.append(f"{_relative(path)}: {name}")
+    assert unknown == []
