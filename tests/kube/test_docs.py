@@ -51,3 +51,23 @@ def test_webhook_metrics_and_injector_alerts_are_documented() -> None:
 def test_readme_links_the_page() -> None:
     """README.md links docs/kubernetes.md."""
     assert "(docs/kubernetes.md)" in (REPO / "README.md").read_text()
+
+
+def test_placement_of_the_replicas_is_described_as_the_deployment_asks_it() -> None:
+    """The injector's anti-affinity is only preferred, and the page never promises that the two
+    replicas are spread across nodes."""
+    deployment = yaml.safe_load((REPO / "deploy" / "injector" / "base" / "deployment.yaml").read_text())
+    anti = deployment["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]
+    assert set(anti) == {"preferredDuringSchedulingIgnoredDuringExecution"}
+    text = " ".join(DOC.split())
+    assert "spread across nodes" not in text
+    assert "preferred" in text
+
+
+def test_istio_advice_renames_the_configuration_through_the_component() -> None:
+    """The page sends Istio users to components/first, which renames the configuration everywhere,
+    rather than telling them to rename the object alone (which breaks self-signed mode)."""
+    assert (REPO / "deploy" / "injector" / "components" / "first" / "kustomization.yaml").is_file()
+    text = " ".join(DOC.split())
+    assert "deploy/injector/components/first" in text
+    assert "rename the configuration, e.g." not in text

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
@@ -20,19 +21,30 @@ OVERLAYS = ("self-signed", "cert-manager")
 Doc = dict[str, Any]
 
 
-def render(overlay: str) -> list[Doc]:
+def kustomize(directory: Path) -> list[Doc]:
     kubectl = shutil.which("kubectl")
     if kubectl is None:
         if os.environ.get("CI"):
             pytest.fail("kubectl is not installed, and CI is set")
         pytest.skip("kubectl is not installed")
     out = subprocess.run(
-        [kubectl, "kustomize", str(REPO / "deploy" / "injector" / overlay)],
-        check=True,
-        capture_output=True,
-        text=True,
+        [kubectl, "kustomize", str(directory)], check=True, capture_output=True, text=True
     ).stdout
     return [d for d in yaml.safe_load_all(out) if d]
+
+
+def render(overlay: str) -> list[Doc]:
+    return kustomize(REPO / "deploy" / "injector" / overlay)
+
+
+def render_with_component(overlay: str, component: str, tmp_path: Path) -> list[Doc]:
+    """An overlay with a component, as a user's own kustomization would use them (kustomize wants
+    relative paths)."""
+    injector = Path(os.path.relpath(REPO / "deploy" / "injector", tmp_path))
+    (tmp_path / "kustomization.yaml").write_text(
+        yaml.safe_dump({"resources": [str(injector / overlay)], "components": [str(injector / component)]})
+    )
+    return kustomize(tmp_path)
 
 
 @pytest.fixture(scope="module")
@@ -250,3 +262,38 @@ def test_cert_manager_overlay_injects_the_ca_and_needs_no_rbac(rendered: dict[st
     )
     ca = next(d for d in docs if d["kind"] == "Certificate" and d["spec"].get("isCA"))
     assert issuer["spec"]["ca"]["secretName"] == ca["spec"]["secretName"]
+
+
+def configuration_names(docs: list[Doc]) -> set[str]:
+    """Every place that names the MutatingWebhookConfiguration: the object itself, the webhook's
+    --webhook-configuration (whose caBundle it keeps) and, in self-signed mode, the RBAC's resourceNames."""
+    names = {
+        one(docs, "MutatingWebhookConfiguration")["metadata"]["name"],
+        settings_of(docs).webhook_configuration,
+    }
+    for role in (d for d in docs if d["kind"] == "ClusterRole"):
+        names |= {n for rule in role["rules"] for n in rule["resourceNames"]}
+    return names
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_every_overlay_names_one_webhook_configuration(overlay: str, rendered: dict[str, list[Doc]]) -> None:
+    """The configuration, the flag and the RBAC agree on its name: else the caBundle is never written
+    and opted-in pods fail with x509 errors."""
+    assert configuration_names(rendered[overlay]) == {"tokenrelay-injector"}
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_first_component_renames_the_configuration_everywhere(overlay: str, tmp_path: Path) -> None:
+    """components/first (for Istio) renames the configuration so that it sorts before Istio's, in the
+    object, the webhook's flag and the RBAC alike, and changes nothing else."""
+    docs = render_with_component(overlay, "components/first", tmp_path)
+    (name,) = configuration_names(docs)
+    assert name == "0-tokenrelay-injector" < "istio-sidecar-injector"
+    plain = render(overlay)
+    assert len(docs) == len(plain)
+    assert (
+        one(docs, "MutatingWebhookConfiguration")["webhooks"]
+        == one(plain, "MutatingWebhookConfiguration")["webhooks"]
+    )
+    assert settings_of(docs).cert_secret == settings_of(plain).cert_secret
