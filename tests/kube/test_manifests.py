@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
+from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
 import pytest
-import yaml
 
 from tokenrelay.kube import webhook
 
-from ..support.kube import REPO, SCHEMAS
+from ..support import kube
+from ..support.kube import SCHEMAS
 from ..support.podsecurity import violations
 
 OVERLAYS = ("self-signed", "cert-manager")
@@ -21,18 +19,7 @@ Doc = dict[str, Any]
 
 
 def render(overlay: str) -> list[Doc]:
-    kubectl = shutil.which("kubectl")
-    if kubectl is None:
-        if os.environ.get("CI"):
-            pytest.fail("kubectl is not installed, and CI is set")
-        pytest.skip("kubectl is not installed")
-    out = subprocess.run(
-        [kubectl, "kustomize", str(REPO / "deploy" / "injector" / overlay)],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    return [d for d in yaml.safe_load_all(out) if d]
+    return kube.render(Path("deploy") / "injector" / overlay)
 
 
 @pytest.fixture(scope="module")

@@ -144,3 +144,21 @@ def cli() -> str:
     found = str(path) if path.exists() else shutil.which("tokenrelay")
     assert found, "tokenrelay is not installed: pip install -e ."
     return found
+
+
+def render(kustomization: Path) -> list[dict[str, Any]]:
+    """The documents ``kubectl kustomize`` renders from ``kustomization`` (relative to the repository)."""
+    import os
+    import subprocess
+
+    import pytest
+
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        if os.environ.get("CI"):
+            pytest.fail("kubectl is not installed, and CI is set")
+        pytest.skip("kubectl is not installed")
+    out = subprocess.run(
+        [kubectl, "kustomize", str(REPO / kustomization)], check=True, capture_output=True, text=True
+    ).stdout
+    return [d for d in yaml.safe_load_all(out) if d]

@@ -1,0 +1,25 @@
+"""Fixtures any test directory may use: the real Kubernetes API server (tests/support/k8s.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from .support import k8s
+
+
+@pytest.fixture(scope="session")
+def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[k8s.ControlPlane]:
+    """etcd and kube-apiserver, started once per session and stopped whatever happens; skips (fails
+    under CI) when the binaries are not to be found, saying why."""
+    directory = tmp_path_factory.mktemp("k8s")
+    assets = k8s.find_assets(directory)
+    if isinstance(assets, str):
+        k8s.unavailable(assets)
+    assert isinstance(assets, k8s.Assets)
+    plane = k8s.start(directory, assets)
+    try:
+        yield plane
+    finally:
+        plane.stop()

@@ -1,0 +1,210 @@
+"""The injector as deploy/injector/ registers it, through a real API server's admission chain.
+
+`tokenrelay webhook` runs as a user runs it; the MutatingWebhookConfiguration is deploy/'s own, with
+only its ``clientConfig`` pointed at the webhook on loopback (``url`` and ``caBundle``). Pods are
+created with the real kubectl, so what is checked is what the API server stores: the ServiceAccount
+and PodSecurity admission plugins, defaulting, and the webhooks' selectors all take part.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import os
+import re
+import subprocess
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
+
+from tokenrelay.kube import mutation
+from tokenrelay.testing import loopback_certificates
+
+from ..support.k8s import ControlPlane
+from ..support.kube import FIXTURES, INJECTOR, cli, render
+
+Doc = dict[str, Any]
+IDENTITY = "tokenrelay.dev/identity"
+INJECT = "tokenrelay.dev/inject"
+
+
+@dataclass
+class Injector:
+    plane: ControlPlane
+    process: subprocess.Popen[str]
+    metrics: str
+
+    def admissions(self) -> float:
+        """How many AdmissionReviews the webhook has answered, whatever the result."""
+        with urllib.request.urlopen(self.metrics + "/metrics", timeout=10) as response:
+            text = response.read().decode()
+        return sum(
+            s.value
+            for family in text_string_to_metric_families(text)
+            if family.name == "tokenrelay_webhook_admissions"
+            for s in family.samples
+            if s.name.endswith("_total")
+        )
+
+
+def start_webhook(
+    tls_dir: Path, *args: str, env: dict[str, str]
+) -> tuple[subprocess.Popen[str], dict[str, str]]:
+    """`tokenrelay webhook` on loopback; returns the process and its ``listen`` addresses by log message."""
+    command = [cli(), "webhook", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"]
+    command += ["--tls-dir", str(tls_dir), "--namespace", "tokenrelay-system", "--shutdown-delay", "0"]
+    command += ["--auth-url", INJECTOR.auth_url, "--api-url", INJECTOR.api_url, "--image", INJECTOR.image]
+    process = subprocess.Popen([*command, *args], stderr=subprocess.PIPE, text=True, env=env)
+    assert process.stderr is not None
+    found: dict[str, str] = {}
+    for line in process.stderr:
+        record = json.loads(line)
+        if "listen" in record:
+            found[record["msg"]] = record["listen"]
+        if {"webhook serving", "metrics serving"} <= found.keys():
+            return process, found
+    pytest.fail(f"tokenrelay webhook exited {process.wait()} before serving")
+
+
+def stop_webhook(process: subprocess.Popen[str]) -> None:
+    if process.poll() is None:
+        process.terminate()
+    process.wait(30)
+    assert process.stderr is not None
+    process.stderr.close()
+
+
+def configuration_on_loopback(url: str, ca: bytes) -> Doc:
+    """deploy/injector's MutatingWebhookConfiguration, calling ``url`` instead of the Service."""
+    docs = render(Path("deploy") / "injector" / "self-signed")
+    (configuration,) = [d for d in docs if d["kind"] == "MutatingWebhookConfiguration"]
+    for hook in configuration["webhooks"]:
+        hook["clientConfig"] = {"url": url, "caBundle": base64.b64encode(ca).decode()}
+    return configuration
+
+
+@pytest.fixture(scope="module")
+def injector(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Injector]:
+    tls_dir = tmp_path_factory.mktemp("webhook-tls")
+    pki = loopback_certificates(tls_dir)  # for 127.0.0.1: the API server checks the url's host
+    for source, target in ((pki.ca, "ca.crt"), (pki.cert, "tls.crt"), (pki.key, "tls.key")):
+        Path(source).rename(tls_dir / target)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KUBERNETES_", "TOKENRELAY_"))}
+    process, found = start_webhook(tls_dir, env=env)
+    configuration = configuration_on_loopback(found["webhook serving"], (tls_dir / "ca.crt").read_bytes())
+    try:
+        control_plane.apply([configuration])
+        yield Injector(control_plane, process, "http://" + found["metrics serving"])
+    finally:
+        # failurePolicy Fail: left behind, it would refuse the pods of later tests that opted in
+        control_plane.kubectl("delete", "mutatingwebhookconfiguration", "tokenrelay-injector", check=False)
+        stop_webhook(process)
+
+
+def namespace(plane: ControlPlane, name: str, labels: dict[str, str], accounts: set[str]) -> None:
+    """The namespace and its ServiceAccounts (no controller makes ``default`` here)."""
+    docs: list[Doc] = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
+    ]
+    docs += [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": a, "namespace": name}}
+        for a in sorted(accounts)
+    ]
+    plane.apply(docs)
+
+
+def create(plane: ControlPlane, pod: Doc, *args: str) -> subprocess.CompletedProcess[str]:
+    return plane.kubectl("create", "-f", "-", "-o", "json", *args, stdin=json.dumps(pod), check=False)
+
+
+def created(plane: ControlPlane, pod: Doc, *args: str) -> Doc:
+    done = create(plane, pod, *args)
+    assert done.returncode == 0, done.stderr
+    stored: Doc = json.loads(done.stdout)
+    return stored
+
+
+def in_namespace(pod: Doc, name: str) -> Doc:
+    pod = copy.deepcopy(pod)
+    pod["metadata"]["namespace"] = name
+    return pod
+
+
+def account_of(pod: Doc) -> str:
+    return str(pod["spec"].get("serviceAccountName") or "default")
+
+
+def inject_offline(pod: Doc) -> Doc:
+    """``tokenrelay inject`` of ``pod``, run as a user runs it."""
+    args = ["--auth-url", INJECTOR.auth_url, "--api-url", INJECTOR.api_url, "--image", INJECTOR.image]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOKENRELAY_")}
+    done = subprocess.run(
+        [cli(), "inject", *args], input=json.dumps(pod), capture_output=True, text=True, env=env, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    injected: Doc = yaml.safe_load(done.stdout)
+    return injected
+
+
+def comparable(pod: Doc) -> Doc:
+    """The stored pod less what the API server makes up per object (names, uid, versions, times, the
+    random suffix of the ServiceAccount plugin's token volume), with that volume and its mounts last.
+
+    The ServiceAccount admission plugin appends its volume and mounts to what it finds: after the
+    webhook's on one path, before them on the other (``tokenrelay inject``'s pod already has them).
+    """
+    pod = copy.deepcopy(pod)
+    for key in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp", "managedFields"):
+        pod["metadata"].pop(key, None)
+    spec = pod["spec"]
+    for owner, key in [(spec, "volumes")] + [
+        (c, "volumeMounts") for c in [*spec.get("initContainers", []), *spec["containers"]]
+    ]:
+        if key in owner:
+            owner[key].sort(key=lambda entry: entry["name"].startswith("kube-api-access-"))
+    text = re.sub(r'"kube-api-access-[a-z0-9]{5}"', '"kube-api-access-*"', json.dumps(pod, sort_keys=True))
+    result: Doc = json.loads(text)
+    return result
+
+
+def difference(webhook: Doc, offline: Doc) -> str:
+    import difflib
+
+    left, right = (
+        json.dumps(comparable(p), indent=1, sort_keys=True).splitlines() for p in (webhook, offline)
+    )
+    return "\n".join(
+        difflib.unified_diff(left, right, "through the webhook", "tokenrelay inject", lineterm="")
+    )
+
+
+def sidecars(pod: Doc) -> list[str]:
+    return [c["name"] for c in pod["spec"].get("initContainers", []) if c["name"] == mutation.CONTAINER]
+
+
+@pytest.mark.parametrize("name", sorted(FIXTURES))
+def test_the_stored_pod_is_tokenrelay_inject_of_it_plus_the_server_defaults(
+    injector: Injector, name: str
+) -> None:
+    """Created in a namespace that opted in, each fixture pod is stored exactly as `tokenrelay inject`'s
+    output of the same pod is stored (the API server's defaults applied to both); the injected output
+    passes the webhook untouched."""
+    plane = injector.plane
+    pod = FIXTURES[name]["pod"]
+    # fields newer than this server's schema are dropped (with a warning) from both, not refused
+    validation = "--validate=warn" if FIXTURES[name].get("newerThanSchema") else "--validate=strict"
+    stored = []
+    for where, version in ((f"webhook-{name}", pod), (f"offline-{name}", inject_offline(pod))):
+        namespace(plane, where, {INJECT: "enabled"}, {account_of(pod)})
+        stored.append(created(plane, in_namespace(version, where), validation))
+    through_webhook, offline = stored
+    # 14-already-injected carries only the status annotation: passed through as it is
+    assert sidecars(through_webhook) == ([] if FIXTURES[name].get("injected") else [mutation.CONTAINER])
+    assert comparable(through_webhook) == comparable(offline), difference(through_webhook, offline)
