@@ -208,3 +208,86 @@ def test_the_stored_pod_is_tokenrelay_inject_of_it_plus_the_server_defaults(
     # 14-already-injected carries only the status annotation: passed through as it is
     assert sidecars(through_webhook) == ([] if FIXTURES[name].get("injected") else [mutation.CONTAINER])
     assert comparable(through_webhook) == comparable(offline), difference(through_webhook, offline)
+
+
+def bare(name: str, labels: dict[str, str] | None = None, identity: str | None = "org/bare") -> Doc:
+    """A small pod, opted in by ``labels`` or its namespace, with ``identity`` as its annotation."""
+    pod = copy.deepcopy(FIXTURES["12-bare"]["pod"])
+    pod["metadata"] = {"name": name, "labels": labels or {}, "annotations": {}}
+    if identity:
+        pod["metadata"]["annotations"][IDENTITY] = identity
+    return pod
+
+
+@pytest.mark.parametrize(
+    ("namespace_label", "pod_label", "injected"),
+    [
+        ("enabled", None, True),
+        ("enabled", "disabled", False),
+        (None, "enabled", True),
+        (None, None, False),
+        (None, "disabled", False),
+    ],
+    ids=["namespace", "namespace-pod-opted-out", "pod", "neither", "pod-opted-out"],
+)
+def test_only_pods_that_opted_in_reach_the_webhook(
+    injector: Injector, namespace_label: str | None, pod_label: str | None, injected: bool
+) -> None:
+    """A pod gets the sidecar when its namespace or its own label opted in, and a pod labelled
+    tokenrelay.dev/inject=disabled or not opted in is stored untouched without the webhook ever being
+    called, so that an injector outage cannot block it."""
+    plane = injector.plane
+    where = f"optin-{namespace_label or 'none'}-{pod_label or 'none'}"
+    namespace(plane, where, {INJECT: namespace_label} if namespace_label else {}, {"default"})
+    before = injector.admissions()
+    pod = bare("app", {INJECT: pod_label} if pod_label else {})
+    stored = created(plane, in_namespace(pod, where))
+    assert sidecars(stored) == ([mutation.CONTAINER] if injected else [])
+    assert injector.admissions() - before == (1 if injected else 0)
+
+
+@pytest.mark.parametrize("excluded", ["kube-system", "tokenrelay-system"])
+def test_the_excluded_namespaces_are_never_injected(injector: Injector, excluded: str) -> None:
+    """In kube-system and the injector's own namespace, a pod that opted in (namespace and pod label)
+    is stored untouched, and the webhook is not called."""
+    plane = injector.plane
+    namespace(plane, excluded, {INJECT: "enabled"}, {"default"})
+    try:
+        before = injector.admissions()
+        stored = created(plane, in_namespace(bare(f"excluded-{excluded}", {INJECT: "enabled"}), excluded))
+        assert sidecars(stored) == []
+        assert injector.admissions() == before
+    finally:
+        plane.kubectl("label", "namespace", excluded, f"{INJECT}-")
+
+
+def test_a_refused_pod_is_not_created_and_kubectl_says_why(injector: Injector) -> None:
+    """A pod that opted in without an identity is refused by the webhook: kubectl prints the message
+    docs/kubernetes.md shows, naming the annotation to add, and no pod is stored."""
+    plane = injector.plane
+    namespace(plane, "refused", {INJECT: "enabled"}, {"default"})
+    done = create(plane, in_namespace(bare("no-identity", identity=None), "refused"))
+    assert done.returncode == 1
+    assert done.stderr == (
+        'Error from server (Forbidden): error when creating "STDIN": admission webhook '
+        '"namespace.inject.tokenrelay.dev" denied the request: tokenrelay: pod refused/no-identity cannot '
+        "be injected: no identity: add the annotation tokenrelay.dev/identity: <identity uid> to the pod "
+        "template (or give tokenrelay inject --identity)\n"
+    )
+    assert plane.kubectl("get", "pod", "no-identity", "-n", "refused", check=False).returncode == 1
+
+
+def test_an_injected_pod_passes_pod_security_restricted(injector: Injector) -> None:
+    """In a namespace enforcing Pod Security "restricted", a restricted pod that opted in is stored
+    with its sidecar (the PodSecurity plugin judges the pod after the webhook), while a pod that breaks
+    the profile is refused there: the check is live."""
+    plane = injector.plane
+    labels = {INJECT: "enabled", "pod-security.kubernetes.io/enforce": "restricted"}
+    namespace(plane, "restricted", labels, {"default"})
+    pod = in_namespace(FIXTURES["07-restricted"]["pod"], "restricted")
+    assert sidecars(created(plane, pod)) == [mutation.CONTAINER]
+    pod["metadata"]["name"] = "escalating"
+    pod["spec"]["containers"][0]["securityContext"]["allowPrivilegeEscalation"] = True
+    done = create(plane, pod)
+    assert done.returncode == 1
+    assert 'violates PodSecurity "restricted:latest": allowPrivilegeEscalation != false' in done.stderr
