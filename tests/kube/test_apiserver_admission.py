@@ -212,7 +212,7 @@ def test_the_stored_pod_is_tokenrelay_inject_of_it_plus_the_server_defaults(
 
 def bare(name: str, labels: dict[str, str] | None = None, identity: str | None = "org/bare") -> Doc:
     """A small pod, opted in by ``labels`` or its namespace, with ``identity`` as its annotation."""
-    pod = copy.deepcopy(FIXTURES["12-bare"]["pod"])
+    pod: Doc = copy.deepcopy(FIXTURES["12-bare"]["pod"])
     pod["metadata"] = {"name": name, "labels": labels or {}, "annotations": {}}
     if identity:
         pod["metadata"]["annotations"][IDENTITY] = identity
