@@ -28,7 +28,7 @@ from tokenrelay.kube import mutation
 from tokenrelay.testing import loopback_certificates
 
 from ..support.k8s import ControlPlane
-from ..support.kube import FIXTURES, INJECTOR, cli, render
+from ..support.kube import FIXTURES, INJECTOR, cli, render, start_webhook
 
 Doc = dict[str, Any]
 IDENTITY = "tokenrelay.dev/identity"
@@ -38,7 +38,6 @@ INJECT = "tokenrelay.dev/inject"
 @dataclass
 class Injector:
     plane: ControlPlane
-    process: subprocess.Popen[str]
     metrics: str
 
     def admissions(self) -> float:
@@ -52,33 +51,6 @@ class Injector:
             for s in family.samples
             if s.name.endswith("_total")
         )
-
-
-def start_webhook(
-    tls_dir: Path, *args: str, env: dict[str, str]
-) -> tuple[subprocess.Popen[str], dict[str, str]]:
-    """`tokenrelay webhook` on loopback; returns the process and its ``listen`` addresses by log message."""
-    command = [cli(), "webhook", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"]
-    command += ["--tls-dir", str(tls_dir), "--namespace", "tokenrelay-system", "--shutdown-delay", "0"]
-    command += ["--auth-url", INJECTOR.auth_url, "--api-url", INJECTOR.api_url, "--image", INJECTOR.image]
-    process = subprocess.Popen([*command, *args], stderr=subprocess.PIPE, text=True, env=env)
-    assert process.stderr is not None
-    found: dict[str, str] = {}
-    for line in process.stderr:
-        record = json.loads(line)
-        if "listen" in record:
-            found[record["msg"]] = record["listen"]
-        if {"webhook serving", "metrics serving"} <= found.keys():
-            return process, found
-    pytest.fail(f"tokenrelay webhook exited {process.wait()} before serving")
-
-
-def stop_webhook(process: subprocess.Popen[str]) -> None:
-    if process.poll() is None:
-        process.terminate()
-    process.wait(30)
-    assert process.stderr is not None
-    process.stderr.close()
 
 
 def configuration_on_loopback(url: str, ca: bytes) -> Doc:
@@ -97,15 +69,15 @@ def injector(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFacto
     for source, target in ((pki.ca, "ca.crt"), (pki.cert, "tls.crt"), (pki.key, "tls.key")):
         Path(source).rename(tls_dir / target)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KUBERNETES_", "TOKENRELAY_"))}
-    process, found = start_webhook(tls_dir, env=env)
-    configuration = configuration_on_loopback(found["webhook serving"], (tls_dir / "ca.crt").read_bytes())
+    webhook = start_webhook(tls_dir, env=env)
+    ca = (tls_dir / "ca.crt").read_bytes()
     try:
-        control_plane.apply([configuration])
-        yield Injector(control_plane, process, "http://" + found["metrics serving"])
+        control_plane.apply([configuration_on_loopback(webhook.listen("webhook serving"), ca)])
+        yield Injector(control_plane, "http://" + webhook.listen("metrics serving"))
     finally:
         # failurePolicy Fail: left behind, it would refuse the pods of later tests that opted in
         control_plane.kubectl("delete", "mutatingwebhookconfiguration", "tokenrelay-injector", check=False)
-        stop_webhook(process)
+        assert webhook.stop() == 0
 
 
 def namespace(plane: ControlPlane, name: str, labels: dict[str, str], accounts: set[str]) -> None:
