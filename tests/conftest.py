@@ -8,17 +8,26 @@ import pytest
 
 from .support import k8s
 
+# pytest sets a session fixture up again for every test that asks after it failed: one attempt is enough
+_failed: list[str] = []
+
 
 @pytest.fixture(scope="session")
 def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[k8s.ControlPlane]:
     """etcd and kube-apiserver, started once per session and stopped whatever happens; skips (fails
     under CI) when the binaries are not to be found, saying why."""
+    if _failed:
+        pytest.fail(_failed[0], pytrace=False)
     directory = tmp_path_factory.mktemp("k8s")
     assets = k8s.find_assets(directory)
     if isinstance(assets, str):
         k8s.unavailable(assets)
     assert isinstance(assets, k8s.Assets)
-    plane = k8s.start(directory, assets)
+    try:
+        plane = k8s.start(directory, assets)
+    except RuntimeError as exc:
+        _failed.append(f"the Kubernetes control plane did not start: {exc}")
+        raise
     try:
         yield plane
     finally:
