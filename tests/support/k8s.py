@@ -241,6 +241,32 @@ class ControlPlane:
         text = json.dumps({"apiVersion": "v1", "kind": "List", "items": list(documents)})
         return self.kubectl("apply", "--server-side", "-f", "-", *args, stdin=text)
 
+    def request(
+        self, method: str, path: str, body: Any = None, content_type: str = "application/json"
+    ) -> tuple[int, dict[str, Any]]:
+        """One call of the REST API as cluster admin, in-process (no kubectl to start): the status and
+        the decoded answer, an object or a Status."""
+        tls = ssl.create_default_context(cafile=str(self.ca_file))
+        tls.load_cert_chain(self.pki / "admin.crt", self.pki / "admin.key")
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(self.server + path, data, method=method)
+        request.add_header("Content-Type", content_type)
+        try:
+            with urllib.request.urlopen(request, context=tls, timeout=30) as response:
+                return response.status, json.loads(response.read())
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.loads(exc.read())
+
+    def ensure(self, document: dict[str, Any]) -> dict[str, Any]:
+        """Server-side apply of one Namespace or namespaced core/v1 object, in-process; the stored object."""
+        metadata = document["metadata"]
+        plural = document["kind"].lower() + "s"
+        where = f"/namespaces/{metadata['namespace']}" if "namespace" in metadata else ""
+        path = f"/api/v1{where}/{plural}/{metadata['name']}?fieldManager=tokenrelay-tests&force=true"
+        status, stored = self.request("PATCH", path, document, "application/apply-patch+yaml")
+        assert status in (200, 201), stored
+        return stored
+
     def get(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any]:
         where = ["-n", namespace] if namespace else []
         found: dict[str, Any] = json.loads(self.kubectl("get", kind, name, *where, "-o", "json").stdout)
