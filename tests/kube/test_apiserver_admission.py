@@ -194,19 +194,21 @@ def bare(name: str, labels: dict[str, str] | None = None, identity: str | None =
     ("namespace_label", "pod_label", "injected"),
     [
         ("enabled", None, True),
+        ("enabled", "enabled", True),
         ("enabled", "disabled", False),
         (None, "enabled", True),
         (None, None, False),
         (None, "disabled", False),
     ],
-    ids=["namespace", "namespace-pod-opted-out", "pod", "neither", "pod-opted-out"],
+    ids=["namespace", "namespace-and-pod", "namespace-pod-opted-out", "pod", "neither", "pod-opted-out"],
 )
 def test_only_pods_that_opted_in_reach_the_webhook(
     injector: Injector, namespace_label: str | None, pod_label: str | None, injected: bool
 ) -> None:
-    """A pod gets the sidecar when its namespace or its own label opted in, and a pod labelled
-    tokenrelay.dev/inject=disabled or not opted in is stored untouched without the webhook ever being
-    called, so that an injector outage cannot block it."""
+    """A pod gets the sidecar when its namespace or its own label opted in, through one call of the
+    webhook (not one per webhook of the configuration), and a pod labelled tokenrelay.dev/inject=disabled
+    or not opted in is stored untouched without the webhook ever being called, so that an injector
+    outage cannot block it."""
     plane = injector.plane
     where = f"optin-{namespace_label or 'none'}-{pod_label or 'none'}"
     namespace(plane, where, {INJECT: namespace_label} if namespace_label else {}, {"default"})
