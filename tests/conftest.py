@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 
 import pytest
@@ -24,11 +25,20 @@ def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[k8s.Cont
         k8s.unavailable(assets)
     assert isinstance(assets, k8s.Assets)
     try:
-        plane = k8s.start(directory, assets)
-    except RuntimeError as exc:
-        _failed.append(f"the Kubernetes control plane did not start: {exc}")
-        raise
+        plane = k8s.start(directory / "cluster", assets)
+    except RuntimeError as first:
+        try:  # once more, on other ports: a free port may have been taken between choosing and binding
+            plane = k8s.start(directory / "again", assets)
+        except RuntimeError as exc:
+            _failed.append(f"the Kubernetes control plane did not start: {exc} (first attempt: {first})")
+            raise
     try:
         yield plane
     finally:
         plane.stop()
+        # pytest keeps the last sessions' temporary directories: not 130 MB of binary and etcd's data each
+        for big in (directory / "kube-apiserver", plane.directory / "etcd"):
+            if big.is_dir():
+                shutil.rmtree(big, ignore_errors=True)
+            else:
+                big.unlink(missing_ok=True)
