@@ -71,3 +71,14 @@ def test_istio_advice_renames_the_configuration_through_the_component() -> None:
     text = " ".join(DOC.split())
     assert "deploy/injector/components/first" in text
     assert "rename the configuration, e.g." not in text
+
+
+def test_the_variables_that_find_the_api_server_are_documented() -> None:
+    """Every variable tests/support/k8s.py reads to find kube-apiserver and etcd is in the page's
+    "How this is tested", and the page names no other."""
+    source = (REPO / "tests" / "support" / "k8s.py").read_text()
+    read = set(re.findall(r'os\.environ\.get\("([A-Z0-9_]+)"', source)) - {"CI"}
+    assert read == {"KUBEBUILDER_ASSETS", "TOKENRELAY_K8S_SHARED", "ETCD"}
+    section = DOC[DOC.index("## How this is tested") :]
+    for variable in read:
+        assert f"`{variable}`" in section, variable

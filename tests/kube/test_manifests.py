@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +12,7 @@ import yaml
 
 from tokenrelay.kube import webhook
 
+from ..support import kube
 from ..support.kube import REPO, SCHEMAS
 from ..support.podsecurity import violations
 
@@ -21,20 +20,8 @@ OVERLAYS = ("self-signed", "cert-manager")
 Doc = dict[str, Any]
 
 
-def kustomize(directory: Path) -> list[Doc]:
-    kubectl = shutil.which("kubectl")
-    if kubectl is None:
-        if os.environ.get("CI"):
-            pytest.fail("kubectl is not installed, and CI is set")
-        pytest.skip("kubectl is not installed")
-    out = subprocess.run(
-        [kubectl, "kustomize", str(directory)], check=True, capture_output=True, text=True
-    ).stdout
-    return [d for d in yaml.safe_load_all(out) if d]
-
-
 def render(overlay: str) -> list[Doc]:
-    return kustomize(REPO / "deploy" / "injector" / overlay)
+    return kube.render(Path("deploy") / "injector" / overlay)
 
 
 def render_with_component(overlay: str, component: str, tmp_path: Path) -> list[Doc]:
@@ -44,7 +31,7 @@ def render_with_component(overlay: str, component: str, tmp_path: Path) -> list[
     (tmp_path / "kustomization.yaml").write_text(
         yaml.safe_dump({"resources": [str(injector / overlay)], "components": [str(injector / component)]})
     )
-    return kustomize(tmp_path)
+    return kube.render(tmp_path)
 
 
 @pytest.fixture(scope="module")
@@ -149,58 +136,6 @@ def test_webhook_configuration_fails_closed_for_opted_in_pods_only(
         )
         assert excluded["operator"] == "NotIn"
         assert set(excluded["values"]) == config.excluded
-
-
-def matches(selector: Doc, labels: dict[str, str]) -> bool:
-    """A Kubernetes label selector (matchLabels and matchExpressions) against a label set."""
-    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
-        return False
-    for e in selector.get("matchExpressions") or []:
-        value, present = labels.get(e["key"]), e["key"] in labels
-        if e["operator"] == "In" and not (present and value in e["values"]):
-            return False
-        if e["operator"] == "NotIn" and present and value in e["values"]:
-            return False
-        if e["operator"] == "Exists" and not present:
-            return False
-        if e["operator"] == "DoesNotExist" and present:
-            return False
-    return True
-
-
-@pytest.mark.parametrize(
-    ("namespace", "namespace_label", "pod_label", "calls"),
-    [
-        ("team-a", "enabled", None, 1),
-        ("team-a", "enabled", "enabled", 1),
-        ("team-a", "enabled", "disabled", 0),
-        ("team-b", None, "enabled", 1),
-        ("team-b", None, None, 0),
-        ("team-b", None, "disabled", 0),
-        ("kube-system", "enabled", "enabled", 0),
-        ("tokenrelay-system", "enabled", "enabled", 0),
-    ],
-)
-def test_only_pods_that_opted_in_ever_call_the_webhook(
-    namespace: str,
-    namespace_label: str | None,
-    pod_label: str | None,
-    calls: int,
-    rendered: dict[str, list[Doc]],
-) -> None:
-    """The API server calls the injector once for a pod that opted in (namespace or template label) and
-    never for any other pod, so an injector outage cannot block them."""
-    configuration = one(rendered["self-signed"], "MutatingWebhookConfiguration")
-    ns_labels = {"kubernetes.io/metadata.name": namespace}
-    if namespace_label:
-        ns_labels["tokenrelay.dev/inject"] = namespace_label
-    pod_labels = {"app": "x", **({"tokenrelay.dev/inject": pod_label} if pod_label else {})}
-    called = [
-        h["name"]
-        for h in configuration["webhooks"]
-        if matches(h["namespaceSelector"], ns_labels) and matches(h["objectSelector"], pod_labels)
-    ]
-    assert len(called) == calls, called
 
 
 def test_self_signed_rbac_is_least_privilege(rendered: dict[str, list[Doc]]) -> None:
