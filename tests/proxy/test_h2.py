@@ -230,6 +230,32 @@ async def test_not_an_open_relay(h2proxied: H2Proxied) -> None:
     assert len(h2proxied.echo.seen) == 1
 
 
+@pytest.mark.parametrize(
+    ("method", "path", "status"),
+    [
+        (b"GET /admin", b"/x", 400),
+        (b"GET", b"/x HTTP/1.1", 400),
+        (b"GET", b"/x\x7f", 400),
+        (b"TRACE", b"/x", 405),
+    ],
+    ids=["method-with-a-space", "path-with-a-space", "path-with-del", "trace"],
+)
+async def test_methods_and_paths_an_http1_request_line_could_not_carry_are_refused(
+    h2proxied: H2Proxied, method: bytes, path: bytes, status: int
+) -> None:
+    """A :method that is no token, a :path that is not visible ASCII, and TRACE (which would echo the
+    token back) are refused as on HTTP/1.1: nothing reaches the upstream."""
+    client = await RawH2.open(h2proxied.proxy.port, validate=False)
+    sid = client.request(path, method=method)
+    answer = await client.answer(sid)
+    await client.close()
+    assert answer.headers[b":status"] == b"%d" % status
+    if status == 405:
+        assert answer.headers[b"allow"].startswith(b"GET,")
+        assert "echo the injected Authorization" in json.loads(answer.body)["message"]
+    assert h2proxied.echo.seen == []
+
+
 async def test_sigterm_drain_sends_goaway_and_finishes_the_stream(h2proxied: H2Proxied) -> None:
     """Stopping the proxy: GOAWAY at once, the stream in flight still gets its answer, then the close."""
     client = await RawH2.open(h2proxied.proxy.port)

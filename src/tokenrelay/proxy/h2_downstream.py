@@ -2,7 +2,8 @@
 
 client.py hands the transport over when a connection's first bytes are the HTTP/2 client preface.
 Every stream is relayed to the one upstream (h2_stream.py) with the current token; ``:authority``
-and ``:scheme`` are the upstream's, whatever the client sent, and CONNECT is refused.
+and ``:scheme`` are the upstream's, whatever the client sent; methods.py decides which methods
+are refused (as on HTTP/1.1), target.py which ``:path`` is.
 
 The limits of a server facing the internet (values in docs/proxy.md): at most MAX_STREAMS streams at
 once and a header list of at most Limits.header_bytes (HPACK bombs end at the decoder); per second, at
@@ -44,7 +45,7 @@ from h2.settings import SettingCodes, Settings
 from hyperframe.frame import GoAwayFrame
 
 from ..errors import TokenUnavailable
-from . import h2_answers
+from . import h2_answers, methods
 from .h2_answers import Headers
 from .h2_connection import REQUEST_FLAGS, TRAILER_FLAGS, RelayConnection, ValidationMemo
 from .h2_relay import H2Relay
@@ -361,15 +362,21 @@ class H2Client(asyncio.Protocol):
         stream.complete = ended
         self.streams[sid] = stream
         grpc = stream.grpc
-        if method == b"CONNECT":
-            stream.answer(h2_answers.method_not_allowed(grpc))
+        refused = methods.refusal(method)
+        if refused is not None:
+            if refused.status == 405:
+                stream.answer(h2_answers.method_not_allowed(grpc, refused.message))
+            else:
+                stream.answer(h2_answers.bad_request(grpc, refused.message))
             return
-        if path[:1] != b"/":
+        relay = self.relay
+        target = relay.target.origin(path)
+        if target is None:
             stream.answer(
                 h2_answers.bad_request(
                     grpc,
-                    "the :path names no origin-form target: tokenrelay's proxy only forwards to its "
-                    "--api-url; send paths such as /v1/things",
+                    "the :path is no origin-form target (a path of visible ASCII): tokenrelay's proxy "
+                    "only forwards to its --api-url; send paths such as /v1/things",
                 )
             )
             return
@@ -377,12 +384,11 @@ class H2Client(asyncio.Protocol):
             message = f"more than {self.limits.header_count} request header fields"
             stream.answer(h2_answers.headers_too_large(grpc, message))
             return
-        relay = self.relay
         stream.headers = [
             (b":method", method),
             (b":scheme", relay.scheme),
             (b":authority", relay.authority),
-            (b":path", relay.base_path + path),
+            (b":path", target),
             *kept,
         ]
         held = self.server.bearer.current()
