@@ -8,6 +8,7 @@ import logging
 import shutil
 import socket
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote_to_bytes
 
@@ -16,8 +17,10 @@ import httpx
 import pytest
 from h2.errors import ErrorCodes
 
+from tokenrelay.proxy.bearer import REJECT_INTERVAL
 from tokenrelay.proxy.h2_upstream import GoawayKeepsStreams
 from tokenrelay.testing import FakeClock, loopback_certificates
+from tokenrelay.tokens.sts import Issued
 
 from ..support.h2client import Answer, RawH2
 from ..support.h2server import H2Echo, H2Proxied
@@ -113,6 +116,65 @@ async def test_refused_token_is_refreshed_and_the_call_retried(h2proxied: H2Prox
         assert json.loads(answer.body)["token"] == "t2"
     assert h2proxied.observed.retries == 1
     assert h2proxied.tokens.fetches == 2
+
+
+@pytest.mark.parametrize("grpc", [False, True], ids=["http-401", "grpc-unauthenticated"])
+async def test_a_stream_of_refusals_forces_one_refresh_per_interval(
+    h2echo: H2Echo, start_proxy: StartProxy, grpc: bool
+) -> None:
+    """An HTTP/2 upstream refusing every token gets one forced refresh per 30 s, as on HTTP/1.1."""
+    clock = FakeClock()
+    tokens = Tokens()
+    api_url = f"http://127.0.0.1:{h2echo.port}/base"
+    proxy = await start_proxy(api_url, tokens.build(api_url), clock=clock)
+    h2echo.revoked.update(f"t{i}" for i in range(1, 100))
+    client = await RawH2.open(proxy.port)
+
+    async def refused(count: int) -> int:
+        answers = []
+        for _ in range(count):
+            sid = client.request(b"/v1/x", method=b"POST", body=FRAME, extra=GRPC if grpc else [])
+            answers.append(await client.answer(sid))
+        return sum(
+            answer.headers.get(b"grpc-status" if grpc else b":status") == (b"16" if grpc else b"401")
+            for answer in answers
+        )
+
+    assert await refused(20) == 20
+    assert tokens.fetches == 2  # the first token, and the one 401-forced refresh
+    clock.tick(REJECT_INTERVAL)
+    assert await refused(20) == 20
+    assert tokens.fetches == 3
+    await client.close()
+    assert [seen["token"] for seen in h2echo.seen[:3]] == ["t1", "t2", "t2"]
+
+
+@dataclass
+class SlowTokens(Tokens):
+    """Each exchange takes a refresh interval on the proxy's clock: the bound on forced refreshes
+    never holds a heal back, so only the stream's own once-only rule can."""
+
+    clock: FakeClock = field(default_factory=FakeClock)
+
+    async def fetch(self, audience: str) -> Issued:
+        self.clock.tick(REJECT_INTERVAL)
+        return await super().fetch(audience)
+
+
+async def test_a_call_is_healed_once_however_often_it_is_refused(
+    h2echo: H2Echo, start_proxy: StartProxy
+) -> None:
+    """A call refused again after its heal goes to the client: it is sent twice, never more."""
+    tokens = SlowTokens()
+    api_url = f"http://127.0.0.1:{h2echo.port}/base"
+    proxy = await start_proxy(api_url, tokens.build(api_url), clock=tokens.clock)
+    h2echo.revoked.update(f"t{i}" for i in range(1, 10))  # t10 would be taken
+    client = await RawH2.open(proxy.port)
+    answer = await client.answer(client.request(b"/v1/x", method=b"POST", body=FRAME))
+    await client.close()
+    assert answer.headers[b":status"] == b"401"
+    assert [seen["token"] for seen in h2echo.seen] == ["t1", "t2"]
+    assert tokens.fetches == 2
 
 
 @pytest.mark.parametrize("grpc", [False, True], ids=["http", "grpc"])

@@ -6,7 +6,8 @@ only once they have gone on. Memory per stream is thereby bounded by the windows
 
 Up to REPLAY_LIMIT bytes of the request body are kept so that the request can be sent again: once,
 with a refreshed token, when the upstream answers 401 or a trailers-only ``grpc-status: 16`` before
-anything went to the client; or when the upstream refused the stream unprocessed (GOAWAY, REFUSED_STREAM).
+anything went to the client (at most one forced refresh per interval, as on HTTP/1.1: bearer.py);
+or when the upstream refused the stream unprocessed (GOAWAY, REFUSED_STREAM).
 """
 
 from __future__ import annotations
@@ -27,11 +28,13 @@ from .h2_answers import Answer, Headers
 if TYPE_CHECKING:
     from h2.connection import H2Connection
 
+    from .bearer import Bearer
     from .observer import ProxyObserver
 
 
-class _Observed(Protocol):
+class _Server(Protocol):
     observer: ProxyObserver
+    bearer: Bearer
 
 
 class DownSide(Protocol):
@@ -45,7 +48,7 @@ class DownSide(Protocol):
     clock: Callable[[], float]
 
     @property
-    def server(self) -> _Observed: ...
+    def server(self) -> _Server: ...
 
     def send_headers(self, sid: int, headers: Headers, end: bool) -> bool: ...
 
@@ -246,9 +249,9 @@ class Stream:
             if name == b":status":
                 status = int(value)
                 break
-        if self._may_heal() and (
+        if (
             status == 401 or (ended and h2_answers.grpc_status(headers) == UNAUTHENTICATED)
-        ):
+        ) and self._may_heal():
             self._drop_up(reset=not ended)
             token = self.token
             log.info(
@@ -376,7 +379,15 @@ class Stream:
         return not self.resent and self.replay is not None and not self.down.closed
 
     def _may_heal(self) -> bool:
-        return self.complete and self._may_resend()
+        """Whether a refused token may be refreshed and the call sent again; the bound on forced
+        refreshes is the HTTP/1.1 side's, Bearer.may_reject (asked last: it logs when it says no)."""
+        token = self.token
+        return (
+            self.complete
+            and self._may_resend()
+            and token is not None
+            and self.down.server.bearer.may_reject(token)
+        )
 
     def _resend(self, *, reject: bool) -> None:
         assert self.replay is not None
