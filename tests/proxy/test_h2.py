@@ -43,7 +43,7 @@ async def test_httpx_http2_gets_the_token_and_the_upstreams_answer(h2proxied: H2
     assert response.http_version == "HTTP/2"
     assert response.status_code == 200
     seen = response.json()
-    assert seen["token"] == "t1"
+    assert seen["tokens"] == ["t1"]  # the proxy's authorization, and only it
     assert seen["path"] == "/base/v1/things?page=2"
     assert seen["authority"] == f"127.0.0.1:{h2proxied.echo.port}"
     assert seen["size"] == 5
@@ -75,7 +75,7 @@ async def test_curl_http2_prior_knowledge(h2proxied: H2Proxied) -> None:
     assert curl.returncode == 0
     body, version = out.rsplit(b"\n", 1)
     assert version == b"2"
-    assert json.loads(body)["token"] == "t1"
+    assert json.loads(body)["tokens"] == ["t1"]
 
 
 GRPC = [(b"content-type", b"application/grpc"), (b"te", b"trailers")]
