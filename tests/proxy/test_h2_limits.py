@@ -41,7 +41,7 @@ def frame(kind: int, flags: int, sid: int, payload: bytes) -> bytes:
     return len(payload).to_bytes(3, "big") + bytes((kind, flags)) + sid.to_bytes(4, "big") + payload
 
 
-DATA, SETTINGS, RST_STREAM, PING, WINDOW_UPDATE = 0, 4, 3, 6, 8
+DATA, HEADERS, SETTINGS, RST_STREAM, PING, WINDOW_UPDATE, CONTINUATION = 0, 1, 4, 3, 6, 8, 9
 
 
 @pytest.mark.parametrize(
@@ -159,6 +159,25 @@ async def test_hpack_bomb_is_refused(h2proxied: H2Proxied) -> None:
     frame.flags.add("END_HEADERS")
     frame.flags.add("END_STREAM")
     client.write(frame.serialize())
+    goaway = await client.wait_closed()
+    await client.close()
+    assert goaway is not None
+    assert goaway.error_code == ErrorCodes.ENHANCE_YOUR_CALM
+    assert h2proxied.echo.seen == []
+    await still_serves(h2proxied)
+
+
+async def test_an_unfinished_header_block_is_bounded(h2proxied: H2Proxied) -> None:
+    """HEADERS without END_HEADERS, then CONTINUATION frames past the 32 KiB header limit: GOAWAY
+    ENHANCE_YOUR_CALM, instead of holding up to a MiB per connection until the block ends."""
+    client = await RawH2.open(h2proxied.proxy.port, validate=False)
+    while client.h2.remote_settings.max_concurrent_streams != 100:  # acknowledged: no frame comes between
+        client.changed.clear()
+        await asyncio.wait_for(client.changed.wait(), 10)
+    block = client.h2.encoder.encode(
+        [(b":method", b"GET"), (b":scheme", b"http"), (b":authority", b"p"), (b":path", b"/x")]
+    )
+    client.write(frame(HEADERS, 0, 1, block) + frame(CONTINUATION, 0, 1, b"\x00" * 16384) * 3)
     goaway = await client.wait_closed()
     await client.close()
     assert goaway is not None

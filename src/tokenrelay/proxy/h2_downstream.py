@@ -163,6 +163,8 @@ class H2Client(asyncio.Protocol):
             return
         if self.frames > FLOOD_LIMIT or self.resets > RESET_LIMIT:
             self._calm("control frame flood" if self.frames > FLOOD_LIMIT else "rapid reset")
+        elif self.h2.unfinished_block() > self.limits.header_bytes:
+            self._calm("header block larger than the header list limit")  # HEADERS + CONTINUATIONs
         self.mark()
         self.relay.flusher.run()
 
