@@ -7,10 +7,20 @@ import logging
 
 import pytest
 from h2.errors import ErrorCodes
-from hyperframe.frame import DataFrame, HeadersFrame, PingFrame, RstStreamFrame, SettingsFrame
+from h2.events import DataReceived, Event
+from h2.settings import SettingCodes, Settings
+from hyperframe.frame import (
+    DataFrame,
+    HeadersFrame,
+    PingFrame,
+    RstStreamFrame,
+    SettingsFrame,
+    WindowUpdateFrame,
+)
 
 from ..support.h2client import RawH2
 from ..support.h2server import H2Proxied
+from ..support.waiting import eventually
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
@@ -124,6 +134,52 @@ async def test_control_frame_floods_get_enhance_your_calm(h2proxied: H2Proxied, 
     assert goaway is not None
     assert goaway.error_code == ErrorCodes.ENHANCE_YOUR_CALM
     await still_serves(h2proxied)
+
+
+async def test_window_update_flood_gets_enhance_your_calm(h2proxied: H2Proxied) -> None:
+    """Thousands of WINDOW_UPDATEs on the connection, with 100 streams open and no DATA sent to ask
+    for them: GOAWAY ENHANCE_YOUR_CALM, the streams reset at the upstream, other clients served."""
+    client = await RawH2.open(h2proxied.proxy.port)
+    for _ in range(100):
+        client.request(b"/slow")
+    await eventually(lambda: len(h2proxied.echo.seen) == 100, "the streams upstream")
+    client.write(WindowUpdateFrame(0, window_increment=1).serialize() * 5000)
+    goaway = await client.wait_closed()
+    await client.close()
+    assert goaway is not None
+    assert goaway.error_code == ErrorCodes.ENHANCE_YOUR_CALM
+    await eventually(lambda: h2proxied.echo.resets == 100, "the streams reset upstream")
+    await still_serves(h2proxied)
+
+
+class EagerReader(RawH2):
+    """A client that reopens both its windows for every DATA frame, at once."""
+
+    def _event(self, event: Event) -> None:
+        if isinstance(event, DataReceived) and event.flow_controlled_length:
+            sid = event.stream_id or 0
+            self.answers[sid].body += event.data or b""
+            if event.stream_ended is None:
+                self.h2.increment_flow_control_window(event.flow_controlled_length, sid)
+            self.h2.increment_flow_control_window(event.flow_controlled_length)
+        else:
+            super()._event(event)
+
+
+async def test_window_updates_answering_data_are_no_flood(h2proxied: H2Proxied) -> None:
+    """A client with a 1 KiB stream window that reopens it for every DATA frame (thousands of
+    WINDOW_UPDATEs a second) downloads in full: only WINDOW_UPDATEs no DATA asked for are a flood."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", h2proxied.proxy.port)
+    client = EagerReader(reader, writer, validate=True)
+    client.h2.local_settings = Settings(client=True, initial_values={SettingCodes.INITIAL_WINDOW_SIZE: 1024})
+    client.h2.initiate_connection()
+    client.flush()
+    size = 64 * 1024  # on 32 streams: 2048 DATA frames of 1 KiB, each answered by two WINDOW_UPDATEs
+    sids = [client.request(b"/download?size=%d" % size) for _ in range(32)]
+    answers = [await client.answer(sid, timeout=60) for sid in sids]
+    await client.close()
+    assert all(answer.ended and len(answer.body) == size for answer in answers)
+    assert client.goaway is None
 
 
 async def test_rapid_reset_gets_enhance_your_calm(h2proxied: H2Proxied) -> None:

@@ -46,6 +46,8 @@ class DownSide(Protocol):
     paused: bool
     closed: bool
     clock: Callable[[], float]
+    windowless: dict[int, Stream]  # streams with answer bytes waiting for the client's window
+    data_frames: int  # DATA frames that earn the client WINDOW_UPDATEs, since the last sweep
 
     @property
     def server(self) -> _Server: ...
@@ -84,6 +86,9 @@ class UpSide(Protocol):
 log = logging.getLogger("tokenrelay.proxy")
 
 REPLAY_LIMIT = 64 * 1024  # the bound for a replayable body, as on HTTP/1.1
+# A DATA frame this large, or the last one queued, may earn WINDOW_UPDATEs from the client (the flood
+# limit allows for them); window granted a byte at a time, again and again, earns none: a flood.
+WORTH_AN_UPDATE = 1024
 # RFC 9113 §8.2.2: never forwarded (h2 refuses them from clients; from the upstream they are dropped)
 CONNECTION_SPECIFIC = frozenset(
     {b"connection", b"keep-alive", b"proxy-connection", b"transfer-encoding", b"upgrade", b"te"}
@@ -124,6 +129,7 @@ class Stream:
         "up_sid",
         "up_trailers",
         "waiting_since",
+        "windowless",
     )
 
     def __init__(self, down: DownSide, sid: int, grpc: bool) -> None:
@@ -150,6 +156,7 @@ class Stream:
         self.down_end = False  # the answer ended; END_STREAM goes once to_down is empty
         self.done = False
         self.waiting_since = 0.0  # sent in full, waiting for the answer's head
+        self.windowless = False  # in down.windowless
 
     # -- from the client ---------------------------------------------------------------------------
 
@@ -323,6 +330,9 @@ class Stream:
             while to_down:
                 room = min(h2.local_flow_control_window(sid), h2.max_outbound_frame_size)
                 if room <= 0:
+                    if not self.windowless:
+                        self.windowless = True
+                        down.windowless[sid] = self
                     break
                 data = to_down[0]
                 if len(data) > room:
@@ -332,11 +342,16 @@ class Stream:
                     to_down.popleft()
                 last = not to_down and self.down_end and self.down_trailers is None
                 h2.send_data(sid, data, end_stream=last)
+                if len(data) >= WORTH_AN_UPDATE or not to_down:
+                    down.data_frames += 1
                 if self.up is not None:
                     self.up.ack(self.up_sid, len(data))
                 if last:
                     self._finish()
                     return
+            if self.windowless and not to_down:
+                self.windowless = False
+                del down.windowless[sid]
             if not to_down and self.down_end:
                 if self.down_trailers is not None:
                     h2.send_headers(sid, self.down_trailers, end_stream=True)
