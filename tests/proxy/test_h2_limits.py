@@ -18,8 +18,13 @@ from hyperframe.frame import (
     WindowUpdateFrame,
 )
 
+from tokenrelay.proxy import ProxyServer
+from tokenrelay.proxy.h2_upstream import STREAM_WINDOW
+from tokenrelay.testing import FakeClock
+
 from ..support.h2client import RawH2
-from ..support.h2server import H2Proxied
+from ..support.h2server import H2Echo, H2Proxied
+from ..support.proxy import Observed, StartProxy, Tokens
 from ..support.waiting import eventually
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
@@ -180,6 +185,76 @@ async def test_window_updates_answering_data_are_no_flood(h2proxied: H2Proxied) 
     await client.close()
     assert all(answer.ended and len(answer.body) == size for answer in answers)
     assert client.goaway is None
+
+
+async def windowless_client(port: int) -> RawH2:
+    """A client whose streams open with a window of 0: it reads nothing until it says so."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    client = RawH2(reader, writer, validate=True)
+    client.h2.local_settings = Settings(client=True, initial_values={SettingCodes.INITIAL_WINDOW_SIZE: 0})
+    client.h2.initiate_connection()
+    client.flush()
+    return client
+
+
+async def test_answers_left_unread_are_bounded_per_connection(
+    h2echo: H2Echo, start_proxy: StartProxy
+) -> None:
+    """Downloads a client never opens its window for: beyond the bytes a connection may leave unread,
+    its streams are reset (ENHANCE_YOUR_CALM); the one that fits is still served once it reads."""
+    api_url = f"http://127.0.0.1:{h2echo.port}/base"
+    proxy = await start_proxy(api_url, Tokens().build(api_url), h2_buffer_bytes=STREAM_WINDOW + 1024)
+    client = await windowless_client(proxy.port)
+    size = 2 * STREAM_WINDOW  # the upstream sends STREAM_WINDOW, then waits for the proxy to hand it on
+    sids = [client.request(b"/download?size=%d" % size) for _ in range(4)]
+
+    def calmed() -> int:
+        return sum(client.answers[sid].reset == ErrorCodes.ENHANCE_YOUR_CALM for sid in sids)
+
+    await eventually(lambda: calmed() == 3, "three streams reset")
+    (kept,) = [sid for sid in sids if client.answers[sid].reset is None]
+    client.h2.increment_flow_control_window(size, kept)
+    client.h2.increment_flow_control_window(size)
+    client.flush()
+    answer = await client.answer(kept)
+    await client.close()
+    assert len(answer.body) == size
+    await eventually(lambda: h2echo.resets == 3, "the three streams reset upstream")
+
+
+def queued(proxy: ProxyServer) -> int:
+    """The answer bytes the proxy's HTTP/2 streams hold for their clients."""
+    streams = [stream for conn in proxy.connections for stream in getattr(conn, "streams", {}).values()]
+    return sum(len(data) for stream in streams for data in stream.to_down)
+
+
+async def test_a_stream_whose_answer_is_never_read_is_reset_after_the_timeout(
+    h2echo: H2Echo, start_proxy: StartProxy
+) -> None:
+    """Answer bytes the client takes none of for --proxy-timeout (on the proxy's clock): the stream
+    is reset, at the client (CANCEL) and at the upstream, and its bytes let go."""
+    clock = FakeClock()
+    observed = Observed()
+    api_url = f"http://127.0.0.1:{h2echo.port}/base"
+    proxy = await start_proxy(
+        api_url, Tokens().build(api_url), observer=observed, clock=clock, upstream_timeout=60.0
+    )
+    client = await windowless_client(proxy.port)
+    sid = client.request(b"/download?size=%d" % (4 * STREAM_WINDOW))
+    # precondition, inside the proxy: the upstream's first STREAM_WINDOW bytes wait there
+    await eventually(lambda: queued(proxy) == STREAM_WINDOW, "the answer's bytes in the proxy")
+    proxy.check_timeouts()
+    clock.tick(60.0)
+    proxy.check_timeouts()
+    assert observed.codes == []  # the stream is still open
+    clock.tick(1.0)
+    proxy.check_timeouts()
+    assert observed.codes == [200]
+    answer = await client.answer(sid)
+    await client.close()
+    assert answer.reset == ErrorCodes.CANCEL
+    assert answer.body == b""
+    await eventually(lambda: h2echo.resets == 1, "the stream reset upstream")
 
 
 async def test_rapid_reset_gets_enhance_your_calm(h2proxied: H2Proxied) -> None:

@@ -36,6 +36,7 @@ class H2Echo:
     revoked: set[str] = field(default_factory=set)
     gate: asyncio.Event = field(default_factory=asyncio.Event)
     resets: int = 0  # streams the proxy reset
+    downloaded: int = 0  # bytes sent in answer to /base/download, on every stream
     connections: int = 0  # connections accepted
     port: int = 0
     http1_port: int = 0  # when set, connections that are not HTTP/2 are spliced to this port
@@ -216,6 +217,7 @@ class _Conn(asyncio.Protocol):
                     continue
                 self.h2.send_data(sid, block[:room])
                 size -= room
+                self.echo.downloaded += room
                 self.flush()
                 await self.writable.wait()
             self.h2.end_stream(sid)

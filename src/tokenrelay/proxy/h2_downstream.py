@@ -134,6 +134,7 @@ class H2Client(asyncio.Protocol):
         self.frames = 0  # control frames and WINDOW_UPDATEs since the last sweep
         self.data_frames = 0  # DATA frames sent since the last sweep that a WINDOW_UPDATE may answer
         self.windowless: dict[int, Stream] = {}  # streams waiting for the client's window
+        self.buffered = 0  # answer bytes queued in its streams, bounded by limits.h2_buffer_bytes
         self.resets = 0  # streams the client reset since the last sweep
         self.dirty = False
 

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from h2.connection import H2Connection
 
     from .bearer import Bearer
+    from .limits import Limits
     from .observer import ProxyObserver
 
 
@@ -46,6 +47,8 @@ class DownSide(Protocol):
     paused: bool
     closed: bool
     clock: Callable[[], float]
+    limits: Limits
+    buffered: int  # bytes in the to_down queues of all its streams
     windowless: dict[int, Stream]  # streams with answer bytes waiting for the client's window
     data_frames: int  # DATA frames that earn the client WINDOW_UPDATEs, since the last sweep
 
@@ -118,6 +121,7 @@ class Stream:
         "replay_size",
         "resent",
         "sid",
+        "stall",
         "started",
         "status",
         "task",
@@ -157,6 +161,7 @@ class Stream:
         self.done = False
         self.waiting_since = 0.0  # sent in full, waiting for the answer's head
         self.windowless = False  # in down.windowless
+        self.stall: tuple[bytes, float] | None = None  # to_down's head at a sweep, and since when
 
     # -- from the client ---------------------------------------------------------------------------
 
@@ -191,6 +196,7 @@ class Stream:
         if self.task is not None:
             self.task.cancel()
             self.task = None
+        self._discard_down()
         self._drop_up(reset=True)
         self.down.stream_done(self, self.status or 499)
 
@@ -280,9 +286,17 @@ class Stream:
         if flow > len(data) and self.up is not None:
             self.up.ack(self.up_sid, flow - len(data))
         if data:
+            down = self.down
             self.to_down.append(data)
+            down.buffered += len(data)
             self.down_end = ended  # END_STREAM then rides on the last DATA frame to the client
             self.pump_down()
+            if down.buffered > down.limits.h2_buffer_bytes and not self.done:
+                log.warning(
+                    "HTTP/2 client leaves too much unread; resetting a stream",
+                    extra={"buffered": down.buffered, "limit": down.limits.h2_buffer_bytes},
+                )
+                self._reset_down(ErrorCodes.ENHANCE_YOUR_CALM)
 
     def on_trailers(self, headers: Headers) -> None:
         self.grpc_status = h2_answers.grpc_status(headers)
@@ -296,6 +310,7 @@ class Stream:
 
     def on_reset(self, code: int) -> None:
         """The upstream reset the stream (the connection has already forgotten it)."""
+        self._discard_down()  # what the upstream sent counts against its connection's window
         self.up = None
         if self.done:
             return
@@ -342,6 +357,7 @@ class Stream:
                     to_down.popleft()
                 last = not to_down and self.down_end and self.down_trailers is None
                 h2.send_data(sid, data, end_stream=last)
+                down.buffered -= len(data)
                 if len(data) >= WORTH_AN_UPDATE or not to_down:
                     down.data_frames += 1
                 if self.up is not None:
@@ -376,6 +392,7 @@ class Stream:
             self.cancel()
         elif answer.body:
             self.to_down.append(answer.body)
+            self.down.buffered += len(answer.body)
             self.down_end = True
             self.pump_down()
         else:
@@ -387,6 +404,17 @@ class Stream:
             self._drop_up(reset=True)
             log.warning("upstream timed out", extra={"timeout": timeout, "protocol": "h2"})
             self.answer(h2_answers.upstream_timeout(self.grpc, timeout))
+            return
+        # Answer bytes the client takes none of (window closed, socket full): the queue's head stays
+        # the same object until some of it is sent, so the hot path keeps no time for this.
+        to_down = self.to_down
+        if not to_down:
+            self.stall = None
+        elif self.stall is None or self.stall[0] is not to_down[0]:
+            self.stall = (to_down[0], now)
+        elif now - self.stall[1] > timeout:
+            log.warning("HTTP/2 client read none of its answer", extra={"timeout": timeout})
+            self._reset_down(ErrorCodes.CANCEL)
 
     # -- helpers ----------------------------------------------------------------------------------------
 
@@ -413,6 +441,18 @@ class Stream:
         self.waiting_since = 0.0
         self.down.server.observer.retry()
         self.task = asyncio.ensure_future(self.down.dispatch(self, reject=reject))
+
+    def _discard_down(self) -> None:
+        """Drop the answer bytes not sent to the client, and hand their window back to the upstream
+        connection: it counts them against every stream it carries."""
+        to_down = self.to_down
+        if to_down:
+            size = sum(map(len, to_down))
+            to_down.clear()
+            self.stall = None
+            self.down.buffered -= size
+            if self.up is not None:
+                self.up.ack(self.up_sid, size)
 
     def _ack_unsent(self) -> None:
         """Give the client back the window of body bytes that will never be sent on."""
