@@ -19,7 +19,7 @@ from hyperframe.frame import (
 )
 
 from tokenrelay.proxy import ProxyServer
-from tokenrelay.proxy.h2_upstream import STREAM_WINDOW
+from tokenrelay.proxy.h2_upstream import MAX_STREAMS, STREAM_WINDOW
 from tokenrelay.testing import FakeClock
 
 from ..support.h2client import RawH2
@@ -220,6 +220,37 @@ async def test_answers_left_unread_are_bounded_per_connection(
     await client.close()
     assert len(answer.body) == size
     await eventually(lambda: h2echo.resets == 3, "the three streams reset upstream")
+
+
+async def leave_unread(port: int, h2echo: H2Echo) -> None:
+    """100 downloads never read: beyond 4 MiB the proxy resets them, the client resets the rest."""
+    greedy = await windowless_client(port)
+    sids = [greedy.request(b"/download?size=%d" % (2 * STREAM_WINDOW)) for _ in range(MAX_STREAMS)]
+    resets = h2echo.resets + MAX_STREAMS
+    await eventually(lambda: any(greedy.answers[sid].reset is not None for sid in sids), "a reset")
+    for sid in sids:
+        if greedy.answers[sid].reset is None:
+            greedy.h2.reset_stream(sid)
+    greedy.flush()
+    await eventually(lambda: h2echo.resets == resets, "every stream reset upstream")
+    await greedy.close()
+
+
+async def test_bytes_dropped_with_a_reset_stream_are_handed_back_to_the_upstream(
+    h2echo: H2Echo, start_proxy: StartProxy
+) -> None:
+    """Streams reset with answer bytes unsent hand their window back to the shared upstream connection:
+    after a whole upstream window's worth was dropped, the next client's download on it still flows."""
+    api_url = f"http://127.0.0.1:{h2echo.port}/base"
+    proxy = await start_proxy(api_url, Tokens().build(api_url))
+    for _ in range(6):  # each leaves over 5 MiB unsent: more than the upstream's window, together
+        await leave_unread(proxy.port, h2echo)
+    assert h2echo.connections == 1
+    client = await RawH2.open(proxy.port)
+    answer = await client.answer(client.request(b"/download?size=%d" % STREAM_WINDOW))
+    await client.close()
+    assert len(answer.body) == STREAM_WINDOW
+    assert h2echo.connections == 1  # on the connection whose window the dropped bytes had used
 
 
 def queued(proxy: ProxyServer) -> int:
