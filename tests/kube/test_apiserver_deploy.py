@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import copy
 import json
+import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -43,9 +45,27 @@ def dry_run(plane: ControlPlane, docs: list[Doc]) -> tuple[int, str]:
     return done.returncode, done.stderr
 
 
+def is_component(target: Path) -> bool:
+    kustomization = REPO / target / "kustomization.yaml"
+    return kustomization.is_file() and yaml.safe_load(kustomization.read_text())["kind"] == "Component"
+
+
 def documents(target: Path) -> list[Doc]:
     if target.suffix == ".yaml":
         return [d for d in yaml.safe_load_all((REPO / target).read_text()) if d]
+    if is_component(target):
+        # a component is not installable alone: apply it as its comment says, on the self-signed overlay
+        with tempfile.TemporaryDirectory() as scratch:
+            rel = Path(os.path.relpath(REPO, scratch))
+            (Path(scratch) / "kustomization.yaml").write_text(
+                yaml.safe_dump(
+                    {
+                        "resources": [str(rel / "deploy" / "injector" / "self-signed")],
+                        "components": [str(rel / target)],
+                    }
+                )
+            )
+            return render(Path(scratch))
     return render(target)
 
 
