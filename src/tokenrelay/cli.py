@@ -155,8 +155,10 @@ def prepare_daemon() -> None:
     # serves them as well. Set only when the user has not chosen.
     os.environ.setdefault("FROZENLIST_NO_EXTENSIONS", "1")
     from .sidecar.mimetable import load_aiohttp_web
+    from .systemroots import no_default_roots
 
-    load_aiohttp_web()  # before daemon's imports: aiohttp's file-type table skips /etc/mime.types
+    with no_default_roots():  # aiohttp's import-time contexts: replaced by clienttls before any use
+        load_aiohttp_web()  # before daemon's imports: aiohttp's file-type table skips /etc/mime.types
 
 
 def run_service(

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tokenrelay.lite.redact import fingerprint
-from tokenrelay.testing import FakeTokenService, ThreadedServer
+from tokenrelay.testing import FakeTokenService, ThreadedServer, loopback_certificates
 
 from ..support.execrun import exec_argv, exec_env, private_dirs, run_exec
 from ..support.helpers import Stack
@@ -227,3 +227,22 @@ def test_private_directory_is_not_shared(stack: Stack, env: dict[str, str]) -> N
     result = run_exec(stack, env, command=["sh", "-c", 'stat -c %a "$TOKENRELAY_SOCKET"'])
     assert result.returncode == 0, result.stderr
     assert int(result.stdout, 8) & (stat.S_IRWXG | stat.S_IRWXO) == 0
+
+
+def test_the_relay_trusts_the_roots_ssl_cert_file_names(client_env: dict[str, str], tmp_path: Path) -> None:
+    """With the token service on https, signed by a CA only SSL_CERT_FILE names, exec gets its token
+    and the command sees SSL_CERT_FILE as it was (the relay loads aiohttp without the default roots)."""
+    certificates = loopback_certificates(tmp_path)
+    service = FakeTokenService()
+    server = ThreadedServer(service.app(), certificates.server_context()).start()
+    try:
+        argv = exec_argv(server.url, command=["sh", "-c", 'echo "$SSL_CERT_FILE"; tokenrelay token'])
+        env = exec_env(client_env, SSL_CERT_FILE=certificates.ca)
+        env.pop("TOKENRELAY_HOSTS")
+        result = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60, check=False)
+    finally:
+        server.stop()
+    assert result.returncode == 0, result.stderr
+    named, token = result.stdout.splitlines()
+    assert named == certificates.ca
+    assert token in service.issued
