@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import resource
 import signal
 import statistics
 import subprocess
@@ -61,26 +62,41 @@ def vm_rss_mib(pid: int) -> float:
     raise RuntimeError(f"no VmRSS for {pid}")
 
 
-def started_after(argv: list[str], fifo: Path, env: dict[str, str], settle: float) -> tuple[float, float]:
-    """Seconds from launching ``argv`` until its command writes to ``fifo``; its RSS (MiB) after
-    ``settle`` more seconds. The command is then stopped with SIGTERM, as a CI runner would."""
+def started_after(
+    argv: list[str], fifo: Path, env: dict[str, str], settle: float
+) -> tuple[float, float, float]:
+    """Seconds from launching ``argv`` until its command writes to ``fifo``, and the CPU seconds the
+    relay used until then; its RSS (MiB) after ``settle`` more seconds. The command is then stopped
+    with SIGTERM, as a CI runner would."""
     started = time.perf_counter()
     process = subprocess.Popen(argv, env=env)
     with fifo.open() as reader:  # blocks until the command opens the FIFO to write
         reader.read()
     elapsed = time.perf_counter() - started
+    cpu = cpu_seconds(process.pid)
     time.sleep(settle)  # the relay trims its heap after the exchange; let it settle as a CI step would
     rss = vm_rss_mib(process.pid)
     process.send_signal(signal.SIGTERM)
     if process.wait(30) != 128 + signal.SIGTERM:
         raise SystemExit(f"{argv[0]} exited with {process.returncode}, not 143")
-    return elapsed, rss
+    return elapsed, cpu, rss
 
 
-def python_pass() -> float:
+def cpu_seconds(pid: int) -> float:
+    """The CPU time (user + system) process ``pid`` has used so far: less at the mercy of the
+    machine's load than the wall time."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def python_pass() -> tuple[float, float]:
+    """Wall and CPU time of ``python -c pass``."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     subprocess.run([sys.executable, "-c", "pass"], check=True)
-    return time.perf_counter() - started
+    elapsed = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return elapsed, (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
 
 
 def idle_python_rss(settle: float) -> float:
@@ -133,20 +149,27 @@ def main() -> None:
         started_after(argv, fifo, env, 0)  # warm the bytecode and page caches
         print(f"load average before: {os.getloadavg()[0]:.2f}")
         for number in range(1, args.rounds + 1):
-            starts, rsses, passes, bare = [], [], [], []
+            starts, cpus, rsses, passes, pass_cpus = [], [], [], [], []
             for _ in range(args.runs):
-                elapsed, rss = started_after(argv, fifo, env, args.settle)
+                elapsed, cpu, rss = started_after(argv, fifo, env, args.settle)
                 starts.append(elapsed)
+                cpus.append(cpu)
                 rsses.append(rss)
-                passes.append(python_pass())
+                wall, pass_cpu = python_pass()
+                passes.append(wall)
+                pass_cpus.append(pass_cpu)
             bare = [idle_python_rss(args.settle) for _ in range(3)]
             start, baseline = statistics.median(starts), statistics.median(passes)
+            cpu, baseline_cpu = statistics.median(cpus), statistics.median(pass_cpus)
             rss, bare_rss = statistics.median(rsses), statistics.median(bare)
             print(
                 f"round {number}: exec start {start * 1000:.0f} ms (min {min(starts) * 1000:.0f}, "
                 f"max {max(starts) * 1000:.0f}; target <= {TARGET_START * 1000:.0f}), python -c pass "
-                f"{baseline * 1000:.0f} ms, ratio {start / baseline:.1f}; relay RSS {rss:.1f} MiB "
-                f"(target < {TARGET_RSS_MIB:.0f}), idle python {bare_rss:.1f} MiB, ratio {rss / bare_rss:.1f}"
+                f"{baseline * 1000:.0f} ms, ratio {start / baseline:.1f}; "
+                f"CPU to the start {cpu * 1000:.0f} ms, "
+                f"python -c pass {baseline_cpu * 1000:.0f} ms, ratio {cpu / max(baseline_cpu, 1e-3):.1f}; "
+                f"relay RSS {rss:.1f} MiB (target < {TARGET_RSS_MIB:.0f}), idle python {bare_rss:.1f} MiB, "
+                f"ratio {rss / bare_rss:.1f}"
             )
         print(f"load average after: {os.getloadavg()[0]:.2f}")
     fifo.unlink()
