@@ -13,13 +13,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from aiohttp import web
 
+from tokenrelay.lite import aip193
 from tokenrelay.lite.redact import fingerprint
-from tokenrelay.testing import FakeTokenService, ThreadedServer, loopback_certificates
+from tokenrelay.testing import FakeTokenService, ThreadedServer, loopback_certificates, refusal
 
 from ..support.execrun import exec_argv, exec_env, private_dirs, run_exec
-from ..support.helpers import Stack
+from ..support.helpers import Stack, require
 from ..support.paths import short_dir
+from ..support.waiting import eventually_blocking
 
 pytestmark = pytest.mark.e2e
 
@@ -246,3 +249,56 @@ def test_the_relay_trusts_the_roots_ssl_cert_file_names(client_env: dict[str, st
     named, token = result.stdout.splitlines()
     assert named == certificates.ca
     assert token in service.issued
+
+
+def test_a_signal_before_the_first_token_stops_the_start(client_env: dict[str, str], tmp_path: Path) -> None:
+    """TERM while exec still waits out a token-service outage ends it with 143; the command never runs."""
+    service = FakeTokenService()
+
+    async def unavailable(request: web.Request) -> web.Response:
+        return refusal(aip193.Code.UNAVAILABLE, "down for maintenance", 503)
+
+    service.behaviour = unavailable
+    server = ThreadedServer(service.app()).start()
+    marker = tmp_path / "ran"
+    tmpdir = short_dir("trx-")
+    try:
+        env = exec_env(client_env, TMPDIR=str(tmpdir))
+        env.pop("TOKENRELAY_HOSTS")
+        argv = exec_argv(server.url, "--wait-timeout=60", command=["touch", str(marker)])
+        with subprocess.Popen(argv, env=env, stderr=subprocess.DEVNULL) as process:
+            eventually_blocking(lambda: service.calls >= 1, "exec's first exchange")
+            process.terminate()
+            assert process.wait(30) == 128 + signal.SIGTERM
+        assert not marker.exists()
+        assert private_dirs(str(tmpdir)) == []
+    finally:
+        server.stop()
+        shutil.rmtree(tmpdir)
+
+
+def test_hosts_come_from_the_config_file(stack: Stack, env: dict[str, str], tmp_path: Path) -> None:
+    """Without --hosts or TOKENRELAY_HOSTS, exec takes the hosts of the --config file, keeps their
+    audiences fresh and hands the command the list."""
+    config = tmp_path / "tokenrelay.toml"
+    config.write_text(f'hosts = ["{stack.git.netloc}"]\n')
+    env.pop("TOKENRELAY_HOSTS")
+    show = 'echo "$TOKENRELAY_HOSTS"; tokenrelay token --audience "${TOKENRELAY_HOSTS#*=}"'
+    result = run_exec(stack, env, f"--config={config}", command=["sh", "-c", show])
+    assert result.returncode == 0, result.stderr
+    hosts, token = result.stdout.splitlines()
+    assert hosts == f"{stack.git.netloc}={stack.git.netloc}"
+    assert token in stack.service.issued
+
+
+def test_configure_git_keeps_the_environments_own_git_settings(stack: Stack, env: dict[str, str]) -> None:
+    """--configure git adds its entries after the GIT_CONFIG_COUNT ones the environment already has."""
+    git = require("git")
+    env.update({"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "user.name", "GIT_CONFIG_VALUE_0": "CI Bot"})
+    url = f"http://{stack.git.netloc}"
+    show = f"{git} config user.name; {git} config --get-all credential.{url}.helper"
+    result = run_exec(stack, env, "--configure=git", command=["sh", "-c", show])
+    assert result.returncode == 0, result.stderr
+    name, reset, helper = result.stdout.split("\n")[:3]
+    assert (name, reset) == ("CI Bot", "")
+    assert helper.endswith("/bin/git-credential-tokenrelay")
