@@ -128,7 +128,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def run_settings(settings: Settings, reload: Callable[[], Settings] | None = None) -> int:
-    """Run the daemon (see _loop_factory for its event loop); ``reload`` re-reads settings (SIGHUP)."""
+    """Run the daemon (see daemon_loop_factory for its event loop); ``reload`` re-reads settings (SIGHUP)."""
     import asyncio
 
     from .errors import ConfigError
@@ -137,7 +137,7 @@ def run_settings(settings: Settings, reload: Callable[[], Settings] | None = Non
     from .sidecar import daemon
 
     try:
-        with asyncio.Runner(loop_factory=_loop_factory(settings)) as runner:
+        with asyncio.Runner(loop_factory=daemon_loop_factory(settings)) as runner:
             return runner.run(daemon.serve(settings, reload=reload))
     except ConfigError as exc:
         print(f"tokenrelay run: {exc}", file=sys.stderr)
@@ -195,7 +195,7 @@ def loop_factory(uvloop: bool) -> Callable[[], asyncio.AbstractEventLoop] | None
     return factory
 
 
-def _loop_factory(settings: Settings) -> Callable[[], asyncio.AbstractEventLoop] | None:
+def daemon_loop_factory(settings: Settings) -> Callable[[], asyncio.AbstractEventLoop] | None:
     """uvloop for the proxy only, where it pays; asyncio's own loop otherwise.
 
     Measured with bench/token_api.py: uvloop changes nothing for the local API (aiohttp's handler

@@ -12,9 +12,11 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import signal
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
+from types import FrameType
 from typing import NoReturn
 
 from .. import config
@@ -27,6 +29,8 @@ from .workspace import Workspace, private_directory
 
 PROG = "tokenrelay exec"
 RELAY_FAILED = 125  # as env(1) and timeout(1) for their own failures
+# What goes to the command once it runs (session); before, each ends exec with 128+N.
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 USAGE = "tokenrelay exec [run's flags] -- CMD [ARGS...]"
 
 
@@ -78,6 +82,8 @@ def run(args: argparse.Namespace) -> int:
     except TokenRelayError as exc:
         return _failed(exc)
     environ = dict(os.environ)  # before the daemon's imports set anything of ours in it
+    for signum in FORWARDED:  # until session's handlers take over: unwind, so the directory goes
+        signal.signal(signum, _stop)
     private = private_directory()
     try:
         workspace = Workspace(private, environ, hosts)
@@ -87,8 +93,22 @@ def run(args: argparse.Namespace) -> int:
         return _serve(settings, args.command, workspace, export_token)
     except TokenRelayError as exc:
         return _failed(exc)
+    except _Stopped as stopped:
+        return 128 + stopped.signum
     finally:
         shutil.rmtree(private, ignore_errors=True)
+
+
+class _Stopped(BaseException):
+    """A forwarded signal came before the command could be sent it."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _stop(signum: int, frame: FrameType | None) -> None:
+    raise _Stopped(signum)
 
 
 def _read(
@@ -110,7 +130,7 @@ def _read(
     if chosen and not hosts:
         raise ConfigError(f"{where('configure')} needs the hosts to set up: give {where('hosts')}")
     export_token = values["export_token"]
-    if export_token is not None and not export_token.replace("_", "a").isalnum():
+    if export_token is not None and not (export_token.isascii() and export_token.isidentifier()):
         raise ConfigError(
             f"{where('export_token')}: {export_token!r} is not a variable name such as API_TOKEN"
         )
@@ -123,7 +143,7 @@ def _serve(
 ) -> int:
     import asyncio
 
-    from ..cli import loop_factory, prepare_daemon
+    from ..cli import daemon_loop_factory, prepare_daemon
     from ..sidecar import logs
 
     logs.setup(settings.log_level, settings.log_format)
@@ -136,13 +156,11 @@ def _serve(
         return await session.run(sidecar, command, workspace.env, export_token=export_token)
 
     try:
-        with asyncio.Runner(loop_factory=loop_factory(settings.proxy_listen is not None)) as runner:
+        with asyncio.Runner(loop_factory=daemon_loop_factory(settings)) as runner:
             return runner.run(main())
     except session.CommandFailed as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return exc.status
-    except KeyboardInterrupt:
-        return 130
 
 
 def _failed(exc: TokenRelayError) -> int:

@@ -22,8 +22,8 @@ from ..lite.names import PROXY_URL_ENV
 from ..sidecar.daemon import Sidecar
 from ..sidecar.oneshot import get_within
 from ..tokens.token import Token
+from .cli import FORWARDED
 
-FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 # What a terminal's keyboard sends to its whole foreground process group, the command included.
 KEYBOARD = (signal.SIGINT, signal.SIGQUIT)
 NOT_FOUND = 127  # as env(1) and the shells
@@ -82,12 +82,12 @@ async def run(
         status = await child.wait()
         return 128 - status if status < 0 else status
     finally:
-        for signum in FORWARDED:
-            loop.remove_signal_handler(signum)
         if not starting.done():
             starting.cancel()
             await asyncio.gather(starting, return_exceptions=True)
-        await sidecar.stop()
+        await sidecar.stop()  # a signal meanwhile finds the command gone, and is dropped
+        for signum in FORWARDED:
+            loop.remove_signal_handler(signum)
 
 
 async def _start(sidecar: Sidecar) -> Token:
