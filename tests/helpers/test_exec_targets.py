@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tokenrelay.config import Settings
 from tokenrelay.errors import ConfigError
 from tokenrelay.helpers.hosts import parse_list
 from tokenrelay.wrap.targets import TARGETS, chosen
@@ -21,9 +22,9 @@ def workspace(tmp_path: Path, **environ: str) -> Workspace:
     private.mkdir(mode=0o700)
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
-    return Workspace(
-        private, {"HOME": str(home), "PATH": "/usr/bin:/bin", **environ}, parse_list([HOST], "test")
-    )
+    settings = Settings(auth_url="http://127.0.0.1:1", api_url="https://api.example.test", identity="i")
+    env = {"HOME": str(home), "PATH": "/usr/bin:/bin", **environ}
+    return Workspace(private, env, parse_list([HOST], "test"), settings)
 
 
 def test_containers_auth_merges_the_chain_and_puts_the_helper_first(tmp_path: Path) -> None:

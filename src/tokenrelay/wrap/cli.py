@@ -86,10 +86,10 @@ def run(args: argparse.Namespace) -> int:
         signal.signal(signum, _stop)
     private = private_directory()
     try:
-        workspace = Workspace(private, environ, hosts)
+        workspace = Workspace(private, environ, hosts, settings)
         for target in chosen:
             target.apply(workspace)
-        settings = replace(settings, socket=str(workspace.socket))
+        settings = replace(workspace.settings, socket=str(workspace.socket))
         return _serve(settings, args.command, workspace, export_token)
     except TokenRelayError as exc:
         return _failed(exc)

@@ -2,7 +2,9 @@
 
 A target sets its clients up, for the command only, to take credentials from tokenrelay's helpers
 for the configured hosts: it changes the command's environment and writes files in the private
-directory (a ``Workspace``), and nothing anywhere else. Adding one (npm, maven, netrc, ...) touches
+directory (a ``Workspace``), and nothing anywhere else. A client that reads its token from a file
+rather than a helper can have the relay keep such a file fresh there, through the relay's settings
+the workspace also holds. Adding one (npm, maven, netrc, ...) touches
 its class, its row in TARGETS, docs/exec.md and its test; nothing else switches on a target's name.
 """
 

@@ -18,6 +18,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from ..config import Settings
 from ..errors import ConfigError
 from ..helpers.hosts import Host
 from ..lite.names import HOSTS_ENV, SOCKET_ENV
@@ -39,12 +40,17 @@ def private_directory() -> Path:
 
 
 class Workspace:
-    """The private directory and the command's environment (``env``, a copy of ours to change)."""
+    """The private directory, the command's environment (``env``, a copy of ours to change) and the
+    relay's settings (``settings``: a target that needs the relay to keep a file fresh in the
+    private directory replaces them with ones that say so)."""
 
-    def __init__(self, private: Path, environ: Mapping[str, str], hosts: Sequence[Host]) -> None:
+    def __init__(
+        self, private: Path, environ: Mapping[str, str], hosts: Sequence[Host], settings: Settings
+    ) -> None:
         self.private = private
         self.env = dict(environ)
         self.hosts = tuple(hosts)
+        self.settings = settings
         self._bin: Path | None = None
         self.env[SOCKET_ENV] = str(self.socket)
         for name in ALWAYS_LINKED:
