@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 import signal
+import socket
 import stat
 import subprocess
 import sys
@@ -302,3 +303,18 @@ def test_configure_git_keeps_the_environments_own_git_settings(stack: Stack, env
     name, reset, helper = result.stdout.split("\n")[:3]
     assert (name, reset) == ("CI Bot", "")
     assert helper.endswith("/bin/git-credential-tokenrelay")
+
+
+def test_a_proxy_port_already_taken_is_125(stack: Stack, env: dict[str, str], tmp_path: Path) -> None:
+    """--proxy-listen on a port another process holds fails the start with one line naming the flag."""
+    marker = tmp_path / "ran"
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        result = run_exec(stack, env, f"--proxy-listen=127.0.0.1:{port}", command=["touch", str(marker)])
+    assert result.returncode == 125
+    assert result.stderr == (
+        f"tokenrelay exec: --proxy-listen (env TOKENRELAY_PROXY_LISTEN): cannot listen on 127.0.0.1:{port}: "
+        "the address is already in use; stop what listens there or choose another port\n"
+    )
+    assert not marker.exists()
+    assert private_dirs(env["TMPDIR"]) == []
