@@ -126,3 +126,28 @@ def test_configure_without_hosts_is_125(stack: Stack, client_env: dict[str, str]
         "tokenrelay exec: --configure (env TOKENRELAY_CONFIGURE) needs the hosts to set up: "
         "give --hosts (env TOKENRELAY_HOSTS)\n"
     )
+
+
+def test_pip_subprocess_provider_finds_the_linked_keyring(
+    stack: Stack, client_env: dict[str, str], tmp_path: Path
+) -> None:
+    """With ``--keyring-provider subprocess`` (what a pip of another environment would use) and the
+    user in the index URL, pip runs the ``keyring`` command --configure pip put on the command's PATH."""
+    env = exec_env(client_env)
+    accepted = len(stack.index_check.accepted)
+    argv = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--no-cache-dir",
+        "--keyring-provider=subprocess",
+        f"--index-url=http://_token@{stack.index.netloc}/simple/",
+        f"--dest={tmp_path / 'dl'}",
+        "tinypkg==1.0",
+    ]
+    result = run_exec(stack, env, "--configure=pip", command=argv, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (tmp_path / "dl" / "tinypkg-1.0-py3-none-any.whl").exists()
+    assert len(stack.index_check.accepted) > accepted
