@@ -230,6 +230,7 @@ OTHER_PROGRAMS_FLAGS = {
     "--service-account-issuer": "kube-apiserver",
     "--global": "git config",
     "--local": "git config",
+    "--keyring-provider": "pip",
 }
 
 
