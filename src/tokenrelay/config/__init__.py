@@ -131,8 +131,15 @@ OPTIONS: tuple[Option, ...] = (
     Option("id_token_env", "Environment variable holding the platform's OIDC token.", metavar="VAR"),
     Option(
         "id_token_audience",
-        "Audience to request from GitHub Actions' OIDC endpoint (default: the --auth-url).",
+        "Audience to request of a source that mints the OIDC token at every exchange (GitHub Actions, "
+        "Buildkite, CircleCI's CLI, GCP, Azure; default: the --auth-url).",
         metavar="AUD",
+    ),
+    Option(
+        "azure_service_connection_id",
+        "Azure Pipelines service connection to request the OIDC token for "
+        "(default: AZURESUBSCRIPTION_SERVICE_CONNECTION_ID).",
+        metavar="ID",
     ),
     # the local API
     Option(
@@ -258,6 +265,7 @@ class Settings:
     id_token_file: str = DEFAULT_ID_TOKEN_FILE
     id_token_env: str | None = None
     id_token_audience: str | None = None
+    azure_service_connection_id: str | None = None
     socket: str = DEFAULT_SOCKET
     socket_mode: int = DEFAULT_MODE
     socket_allow_uid: tuple[int, ...] = ()

@@ -298,6 +298,7 @@ def source_inputs(
         audience=settings.id_token_audience or settings.auth_url,
         id_token_file=settings.id_token_file,
         id_token_env=settings.id_token_env,
+        azure_service_connection_id=settings.azure_service_connection_id,
         timeout=settings.exchange_timeout,
         session=session,
         wall=wall,

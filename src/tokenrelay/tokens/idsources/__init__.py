@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from .base import IdToken, IdTokenSource, Source, SourceInputs, checked
 from .github import MAX_GITHUB_ANSWER_BYTES, GitHubActionsSource
-from .local import FILE_SETTING, EnvSource, FileSource
+from .local import FILE_SETTING, FileSource
 from .registry import SOURCES
+from .variables import EnvSource
 
 __all__ = [
     "FILE_SETTING",

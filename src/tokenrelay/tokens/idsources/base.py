@@ -82,6 +82,9 @@ class Source(abc.ABC):
     # True when the token is set once for the job (a CI variable): nothing renews it, so exchanges
     # work only while it lives. A file or a minting source is kept fresh by its platform.
     fixed: ClassVar[bool] = False
+    # True when ``auto`` can only tell by asking (a metadata server): it tries a read, with short
+    # timeouts, after every source that its markers in the environment name.
+    probes: ClassVar[bool] = False
     # The settings beyond the audience that this source reads (config refuses the others with it),
     # and those it cannot do without.
     options: ClassVar[tuple[str, ...]] = ()

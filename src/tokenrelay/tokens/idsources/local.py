@@ -1,24 +1,20 @@
-"""Tokens the platform leaves where the workload runs: a file (Kubernetes, Azure workload identity)
-or an environment variable.
+"""A token file the platform keeps fresh: Kubernetes, Azure workload identity, any agent on disk.
 
-Both are read afresh at every exchange: kubelet rotates a projected token file at 80% of its life by
-swapping a symlink, so a cached copy goes stale.
+Read afresh at every exchange: kubelet rotates a projected token file at 80% of its life by swapping a
+symlink, so a cached copy goes stale.
 """
 
 from __future__ import annotations
 
-import os
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 
-from ...errors import IdTokenError
 from ...lite.names import where
 from ...lite.oidccheck import read_id_token_file
-from .base import IdToken, Source, SourceInputs, checked
+from .base import IdToken, Source, SourceInputs
 
 FILE_SETTING = where("id_token_file")
-ENV_SETTING = where("id_token_env")
 
 
 @dataclass(slots=True)
@@ -57,37 +53,3 @@ class FileSource(Source):
             "kubelet renews a projected token at 80% of its life: check that the pod and its node are "
             "healthy and that the volume is mounted as a directory (a subPath mount is never updated)"
         )
-
-
-@dataclass(slots=True)
-class EnvSource(Source):
-    """An environment variable named by --id-token-env, set by whatever starts tokenrelay."""
-
-    name = "env"
-    platform = "an environment variable"
-    fixed = True
-    setup = f"name the variable that holds the OIDC token with {ENV_SETTING}"
-    options = ("id_token_env",)
-    required = ("id_token_env",)
-
-    variable: str
-    environ: Mapping[str, str] = field(default_factory=lambda: os.environ, repr=False)
-    wall: Callable[[], float] = time.time
-    description: str = ""
-
-    def __post_init__(self) -> None:
-        self.description = f"environment variable {self.variable}"
-
-    @classmethod
-    def build(cls, inputs: SourceInputs) -> EnvSource:
-        assert inputs.id_token_env is not None  # config requires it (``required``)
-        return cls(inputs.id_token_env, inputs.environ, inputs.wall)
-
-    async def read(self) -> IdToken:
-        value = self.environ.get(self.variable)
-        if value is None:
-            raise IdTokenError(f"environment variable {self.variable} (named by --id-token-env) is not set")
-        return checked(value, self.description, self.wall)
-
-    def fix(self) -> str:
-        return f"export the OIDC token in {self.variable} where tokenrelay runs"

@@ -7,9 +7,15 @@ it), ``auto`` (detecting it) and the doctor (reporting it) all read this table.
 
 from __future__ import annotations
 
+from .azure import AzureSource
+from .azurepipelines import AzurePipelinesSource
 from .base import Source
+from .buildkite import BuildkiteSource
+from .circleci import CircleCiSource
+from .gcp import GcpSource
 from .github import GitHubActionsSource
-from .local import EnvSource, FileSource
+from .local import FileSource
+from .variables import BitbucketSource, EnvSource, GitLabSource
 
 SOURCES: dict[str, type[Source]] = {
     source.name: source
@@ -17,5 +23,12 @@ SOURCES: dict[str, type[Source]] = {
         FileSource,
         EnvSource,
         GitHubActionsSource,
+        GitLabSource,
+        BuildkiteSource,
+        CircleCiSource,
+        BitbucketSource,
+        AzurePipelinesSource,
+        GcpSource,
+        AzureSource,
     )
 }
