@@ -116,7 +116,7 @@ OPTIONS: tuple[Option, ...] = (
     # the platform's OIDC token
     Option(
         "id_token_source",
-        "Where the platform's OIDC token comes from.",
+        "Where the platform's OIDC token comes from (docs/platforms/); auto detects it.",
         kind="choice",
         choices=ID_TOKEN_SOURCES,
         metavar="SOURCE",

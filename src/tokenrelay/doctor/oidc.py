@@ -20,6 +20,7 @@ from ..lite.redact import fingerprint
 from ..lite.timestamps import format_timestamp
 from ..sidecar.daemon import id_token_source
 from ..tokens.idsources import SOURCES, Source
+from ..tokens.idsources.auto import AutoSource
 from .report import Check, failed, passed, skipped, warning
 
 # kubelet replaces a projected token once 80% of its life has passed: a token older than that in
@@ -64,7 +65,10 @@ async def check(
     where = reader.description
     claims = unverified_claims(value)
     token = OidcToken(value, claims)
-    checks = [passed("oidc.read", f"read the OIDC token from {where}", fingerprint=fingerprint(value))]
+    checks = [
+        _chosen(settings, reader),
+        passed("oidc.read", f"read the OIDC token from {where}", fingerprint=fingerprint(value)),
+    ]
     if claims is None:
         checks.append(
             failed(
@@ -84,9 +88,49 @@ async def check(
         )
     )
     checks.append(_expiry(claims, reader, wall()))
+    checks.append(_lifetime(claims, reader, wall()))
     checks.append(_audience(claims, settings, reader))
     checks.append(_kubernetes(claims))
     return checks, token
+
+
+def _chosen(settings: Settings, reader: Source) -> Check:
+    """Which source reads the token, why that one, and whether it can mint another."""
+    chosen = reader.chosen if isinstance(reader, AutoSource) and reader.chosen is not None else reader
+    why = (
+        f"auto: {reader.why}"
+        if isinstance(reader, AutoSource)
+        else f"--id-token-source {settings.id_token_source}"
+    )
+    if reader.mints:
+        kind = f"mints a new token for {expected_audience(settings)} at every exchange"
+    elif reader.fixed:
+        kind = "hands out the token the platform set once for the job: exchanges work only while it lives"
+    else:
+        kind = "re-reads the token at every exchange; the platform renews it"
+    return passed(
+        "oidc.source",
+        f"the {chosen.name} source ({why}) {kind}",
+        source=chosen.name,
+        why=why,
+        mints=reader.mints,
+        fixed=reader.fixed,
+    )
+
+
+def _lifetime(claims: dict[str, Any], reader: Source, now: float) -> Check:
+    """A token that cannot be minted anew must outlive the job."""
+    if not reader.fixed:
+        return skipped("oidc.lifetime", "a fresh token is at hand at every exchange")
+    short = reader.shortfall(numeric_claim(claims, "exp"), now)
+    if short is None:
+        return passed("oidc.lifetime", "the OIDC token outlives the job as far as the platform tells")
+    return warning(
+        "oidc.lifetime",
+        short,
+        "use the platform's minting source where it has one (the CLI or endpoint: see docs/platforms/), "
+        "or give the token a lifetime as long as the job",
+    )
 
 
 def _claim(name: str, value: Any) -> str:

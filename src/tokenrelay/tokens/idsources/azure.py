@@ -72,7 +72,7 @@ class AzureSource(Source):
         )
 
     @classmethod
-    def detect(cls, environ: Mapping[str, str]) -> str | None:
+    def marker(cls, environ: Mapping[str, str]) -> str | None:
         if environ.get(ENDPOINT_VARIABLE) and environ.get(HEADER_VARIABLE):
             return (
                 f"{ENDPOINT_VARIABLE} and {HEADER_VARIABLE} are set (App Service, Container Apps, Functions)"

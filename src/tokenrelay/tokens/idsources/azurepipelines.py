@@ -70,7 +70,7 @@ class AzurePipelinesSource(Source):
         )
 
     @classmethod
-    def detect(cls, environ: Mapping[str, str]) -> str | None:
+    def marker(cls, environ: Mapping[str, str]) -> str | None:
         if environ.get("TF_BUILD", "").lower() == "true" and environ.get(URL_VARIABLE):
             return f"TF_BUILD=True and {URL_VARIABLE} is set"
         return None

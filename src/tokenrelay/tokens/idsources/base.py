@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from ...lite.names import DEFAULT_EXCHANGE_TIMEOUT
 from ...lite.oidccheck import checked as checked_token
+from ...lite.timestamps import format_timestamp
 
 if TYPE_CHECKING:
     import aiohttp
@@ -100,9 +101,16 @@ class Source(abc.ABC):
         """The source, from the settings; ConfigError naming what is missing."""
 
     @classmethod
-    def detect(cls, environ: Mapping[str, str]) -> str | None:
+    def marker(cls, environ: Mapping[str, str]) -> str | None:
         """Why ``auto`` would choose this source here (its platform's own markers), else None."""
         return None
+
+    @classmethod
+    def detect(cls, inputs: SourceInputs) -> tuple[str, Source] | None:
+        """For ``auto``: why this source fits here and the source, else None. Cheap: no network.
+        ConfigError when the markers say this platform but its inputs are missing."""
+        why = cls.marker(inputs.environ)
+        return None if why is None else (why, cls.build(inputs))
 
     @abc.abstractmethod
     async def read(self) -> IdToken:
@@ -116,6 +124,20 @@ class Source(abc.ABC):
         """What to do when the token read is expired or past its renewal, for the doctor."""
         return "fetch a fresh token: whatever sets it has stopped renewing it"
 
-    def horizon(self) -> float:
-        """How long a job here is likely to run, in seconds (for a source that cannot re-mint)."""
+    def horizon(self, now: float) -> float:
+        """How much longer, from ``now``, a job here is likely to run, in seconds."""
         return JOB_HORIZON
+
+    def shortfall(self, expiry: float | None, now: float) -> str | None:
+        """Why a token of this source expiring at ``expiry`` will not last the job, else None. Only a
+        ``fixed`` source can fall short: the others hand out a fresh token at every exchange."""
+        if not self.fixed or expiry is None:
+            return None
+        end = now + self.horizon(now)
+        if expiry >= end:
+            return None
+        return (
+            f"the OIDC token in {self.description} expires at {format_timestamp(expiry)}, in "
+            f"{max(expiry - now, 0):.0f}s, before the job is likely to end ({format_timestamp(end)}); "
+            f"{self.platform} sets it once and tokenrelay cannot mint another, so exchanges fail after it"
+        )

@@ -37,7 +37,7 @@ class BuildkiteSource(Source):
         return cls(inputs.audience, inputs.environ, inputs.timeout, inputs.wall)
 
     @classmethod
-    def detect(cls, environ: Mapping[str, str]) -> str | None:
+    def marker(cls, environ: Mapping[str, str]) -> str | None:
         return "BUILDKITE=true" if environ.get("BUILDKITE") == "true" else None
 
     async def read(self) -> IdToken:

@@ -46,7 +46,7 @@ class CircleCiSource(Source):
         return CircleCiVariableSource(variable, inputs.environ, inputs.wall)
 
     @classmethod
-    def detect(cls, environ: Mapping[str, str]) -> str | None:
+    def marker(cls, environ: Mapping[str, str]) -> str | None:
         return "CIRCLECI=true" if environ.get("CIRCLECI") == "true" else None
 
     async def read(self) -> IdToken:

@@ -54,7 +54,7 @@ class GitHubActionsSource(Source):
         return cls(inputs.session, url, token, inputs.audience, inputs.timeout, inputs.wall)
 
     @classmethod
-    def detect(cls, environ: Mapping[str, str]) -> str | None:
+    def marker(cls, environ: Mapping[str, str]) -> str | None:
         if environ.get("GITHUB_ACTIONS") == "true" and environ.get(URL_VARIABLE):
             return f"GITHUB_ACTIONS=true and {URL_VARIABLE} is set"
         return None

@@ -9,12 +9,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from ...lite.names import where
 from ...lite.oidccheck import read_id_token_file
 from .base import IdToken, Source, SourceInputs
 
 FILE_SETTING = where("id_token_file")
+AZURE_FEDERATED_TOKEN_FILE = "AZURE_FEDERATED_TOKEN_FILE"
 
 
 @dataclass(slots=True)
@@ -36,6 +38,18 @@ class FileSource(Source):
     @classmethod
     def build(cls, inputs: SourceInputs) -> FileSource:
         return cls(inputs.id_token_file, inputs.wall)
+
+    @classmethod
+    def detect(cls, inputs: SourceInputs) -> tuple[str, Source] | None:
+        # Azure workload identity's webhook sets this in the pod; the file is a projected token.
+        federated = inputs.environ.get(AZURE_FEDERATED_TOKEN_FILE)
+        if federated:
+            return f"{AZURE_FEDERATED_TOKEN_FILE} is set (Azure workload identity)", cls(
+                federated, inputs.wall
+            )
+        if Path(inputs.id_token_file).is_file():
+            return f"a token file is at {inputs.id_token_file} ({FILE_SETTING})", cls.build(inputs)
+        return None
 
     async def read(self) -> IdToken:
         # A small local file: reading it inline costs less than a thread hop.

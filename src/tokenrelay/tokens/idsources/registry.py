@@ -3,6 +3,7 @@
 Adding a source is its class (see ``base.Source``), one row here, its page under docs/platforms/ and
 its tests; ``config`` (the choices and which settings go with which source), ``daemon`` (building
 it), ``auto`` (detecting it) and the doctor (reporting it) all read this table.
+``auto`` (auto.py) is registered last, from its own module: it reads the table to choose.
 """
 
 from __future__ import annotations
@@ -32,3 +33,12 @@ SOURCES: dict[str, type[Source]] = {
         AzureSource,
     )
 }
+
+
+def _register_auto() -> None:
+    from .auto import AutoSource  # it reads SOURCES itself
+
+    SOURCES[AutoSource.name] = AutoSource
+
+
+_register_auto()

@@ -17,7 +17,6 @@ from datetime import datetime
 from ...errors import IdTokenError
 from ...lite.names import where
 from ...lite.redact import fingerprint
-from ...lite.timestamps import format_timestamp
 from .base import IdToken, Source, SourceInputs, checked
 
 log = logging.getLogger("tokenrelay")
@@ -49,19 +48,6 @@ class VariableSource(Source):
         token = checked(value, self.description, self.wall)
         self.warn_if_short(token)
         return token
-
-    def shortfall(self, expiry: float | None, now: float) -> str | None:
-        """Why a token expiring at ``expiry`` will not last the job, else None."""
-        if expiry is None:
-            return None
-        end = now + self.horizon()
-        if expiry >= end:
-            return None
-        return (
-            f"the OIDC token in {self.description} expires at {format_timestamp(expiry)}, in "
-            f"{max(expiry - now, 0):.0f}s, before the job is likely to end ({format_timestamp(end)}); "
-            f"{self.platform} sets it once and tokenrelay cannot mint another, so exchanges fail after it"
-        )
 
     def warn_if_short(self, token: IdToken) -> None:
         seen = fingerprint(token.value)
@@ -115,7 +101,7 @@ class GitLabSource(VariableSource):
         return cls(inputs.id_token_env or GITLAB_DEFAULT_VARIABLE, inputs.environ, inputs.wall)
 
     @classmethod
-    def detect(cls, environ: Mapping[str, str]) -> str | None:
+    def marker(cls, environ: Mapping[str, str]) -> str | None:
         return "GITLAB_CI=true" if environ.get("GITLAB_CI") == "true" else None
 
     def fix(self) -> str:
@@ -124,14 +110,14 @@ class GitLabSource(VariableSource):
             f"(or name the job's variable with {ENV_SETTING})"
         )
 
-    def horizon(self) -> float:
-        # GitLab's ID tokens live until the job's timeout (plus a margin): the job ends by then.
+    def horizon(self, now: float) -> float:
+        # The job ends by its start plus its timeout, both of which GitLab tells the job.
         timeout, started = self.environ.get("CI_JOB_TIMEOUT"), self.environ.get("CI_JOB_STARTED_AT")
         try:
             end = datetime.fromisoformat(started or "").timestamp() + float(timeout or "")
         except ValueError:
-            return super(GitLabSource, self).horizon()
-        return max(end - self.wall(), 0.0)
+            return super(GitLabSource, self).horizon(now)
+        return max(end - now, 0.0)
 
 
 @dataclass(slots=True)
@@ -147,7 +133,7 @@ class BitbucketSource(VariableSource):
         return cls(BITBUCKET_VARIABLE, inputs.environ, inputs.wall)
 
     @classmethod
-    def detect(cls, environ: Mapping[str, str]) -> str | None:
+    def marker(cls, environ: Mapping[str, str]) -> str | None:
         return f"{BITBUCKET_VARIABLE} is set" if environ.get(BITBUCKET_VARIABLE) else None
 
     def fix(self) -> str:
