@@ -15,16 +15,12 @@ log line names the source chosen and why. Once chosen, the source is kept.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
-import logging
 from dataclasses import dataclass, field
 
 from ...errors import ConfigError, IdTokenError
 from .base import IdToken, Source, SourceInputs
 from .registry import SOURCES
-
-log = logging.getLogger("tokenrelay")
 
 ORDER: tuple[str, ...] = (
     # 1. workload-identity token files
@@ -79,8 +75,10 @@ class AutoSource(Source):
     def _announce(self, source: Source) -> None:
         """The one log line, at the first read (building twice, as the daemon does, logs nothing)."""
         if not self.announced:
+            import logging  # `config` reads the table of sources, and must stay cheap
+
             self.announced = True
-            log.info(
+            logging.getLogger("tokenrelay").info(
                 f"auto chose the {source.name} OIDC token source: {self.why}",
                 extra={"source": source.name, "why": self.why},
             )
@@ -97,6 +95,8 @@ class AutoSource(Source):
         if self.chosen is not None:
             self._announce(self.chosen)
             return await self.chosen.read()
+        import asyncio
+
         probed = [name for name in ORDER if SOURCES[name].probes]
         quick = dataclasses.replace(self.inputs, timeout=min(self.inputs.timeout, PROBE_TIMEOUT))
         candidates = [SOURCES[name].build(quick) for name in probed]

@@ -18,8 +18,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from ...lite.names import DEFAULT_EXCHANGE_TIMEOUT
-from ...lite.oidccheck import checked as checked_token
-from ...lite.timestamps import format_timestamp
 
 if TYPE_CHECKING:
     import aiohttp
@@ -42,6 +40,8 @@ class IdToken:
 
 def checked(raw: str, where: str, wall: Callable[[], float] = time.time) -> IdToken:
     """``raw`` as an IdToken; IdTokenError when it is empty or an expired JWT."""
+    from ...lite.oidccheck import checked as checked_token  # (datetime): config reads this module
+
     return IdToken(*checked_token(raw, where, wall))
 
 
@@ -136,6 +136,8 @@ class Source(abc.ABC):
         end = now + self.horizon(now)
         if expiry >= end:
             return None
+        from ...lite.timestamps import format_timestamp
+
         return (
             f"the OIDC token in {self.description} expires at {format_timestamp(expiry)}, in "
             f"{max(expiry - now, 0):.0f}s, before the job is likely to end ({format_timestamp(end)}); "

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...lite.names import where
-from ...lite.oidccheck import read_id_token_file
 from .base import IdToken, Source, SourceInputs
 
 FILE_SETTING = where("id_token_file")
@@ -52,6 +51,8 @@ class FileSource(Source):
         return None
 
     async def read(self) -> IdToken:
+        from ...lite.oidccheck import read_id_token_file  # (datetime): config reads this module
+
         # A small local file: reading it inline costs less than a thread hop.
         return IdToken(*read_id_token_file(self.path, FILE_SETTING, self.wall))
 
