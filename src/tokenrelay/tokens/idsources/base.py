@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
-from ...lite.names import DEFAULT_EXCHANGE_TIMEOUT
+from ...lite.names import DEFAULT_EXCHANGE_TIMEOUT, where
 
 if TYPE_CHECKING:
     import aiohttp
@@ -67,8 +67,10 @@ class SourceInputs:
     azure_service_connection_id: str | None = None
     timeout: float = DEFAULT_EXCHANGE_TIMEOUT  # total, of one read that asks the platform
     connect_timeout: float = METADATA_CONNECT_TIMEOUT  # of a metadata server's connection
-    session: aiohttp.ClientSession | None = field(default=None, repr=False)
+    session: aiohttp.ClientSession | None = field(default=None, repr=False)  # None: one per request
     wall: Callable[[], float] = field(default=time.time, repr=False)
+    # How a message names a setting: `tokenrelay run`'s flag and variable; the helpers' variable.
+    spell: Callable[[str], str] = field(default=where, repr=False)
 
 
 class Source(abc.ABC):

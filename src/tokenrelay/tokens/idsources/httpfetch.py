@@ -37,8 +37,19 @@ async def fetch(
     """The body of a 200 answer; IdTokenError naming ``what`` (the endpoint, never its secrets)."""
     import aiohttp
 
-    if session is None:
-        raise IdTokenError(f"cannot ask {what}: no HTTP session (tokenrelay's own bug)")
+    if session is None:  # a one-off read (the credential helpers' direct exchange): a session of its own
+        async with aiohttp.ClientSession() as own:
+            return await fetch(
+                own,
+                method,
+                url,
+                what=what,
+                params=params,
+                headers=headers,
+                timeout=timeout,
+                connect_timeout=connect_timeout,
+                hint=hint,
+            )
     bounds = aiohttp.ClientTimeout(total=timeout, sock_connect=connect_timeout)
     try:
         async with session.request(

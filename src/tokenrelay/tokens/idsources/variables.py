@@ -67,18 +67,21 @@ class EnvSource(VariableSource):
     options = ("id_token_env",)
     required = ("id_token_env",)
 
+    named_by: str = "--id-token-env"
+
     def __post_init__(self) -> None:
         self.description = f"environment variable {self.variable}"
 
     @classmethod
     def build(cls, inputs: SourceInputs) -> EnvSource:
         assert inputs.id_token_env is not None  # config requires it (``required``)
-        return cls(inputs.id_token_env, inputs.environ, inputs.wall)
+        named_by = inputs.spell("id_token_env").split(" (env ")[0]  # the flag alone, or the variable
+        return cls(inputs.id_token_env, inputs.environ, inputs.wall, named_by=named_by)
 
     async def read(self) -> IdToken:
         value = self.environ.get(self.variable)
         if value is None:
-            raise IdTokenError(f"environment variable {self.variable} (named by --id-token-env) is not set")
+            raise IdTokenError(f"environment variable {self.variable} (named by {self.named_by}) is not set")
         return checked(value, self.description, self.wall)
 
     def fix(self) -> str:
