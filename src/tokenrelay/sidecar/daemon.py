@@ -193,7 +193,7 @@ def build(
     connector = aiohttp.TCPConnector(limit=16, ttl_dns_cache=60, ssl=session_context())
     session = aiohttp.ClientSession(connector=connector, trust_env=True)
     source = id_token_source(settings, session, env, wall)
-    board = StatusBoard(source.description, forward=metrics.id_token if metrics else None)
+    board = StatusBoard(lambda: source.description, forward=metrics.id_token if metrics else None)
     exchanger = Exchanger(
         session,
         settings.auth_url,
