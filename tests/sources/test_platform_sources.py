@@ -198,3 +198,16 @@ def test_the_emulate_mint_platforms_are_the_played_ones() -> None:
 
     assert set(PLATFORM_NAMES) == set(PLATFORMS)
     assert json.loads(json.dumps(sorted(PLATFORMS)))
+
+
+def test_the_stand_in_commands_start_without_aiohttp() -> None:
+    """A stand-in runs once per exchange, like the real command: it loads neither aiohttp nor the API."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from tokenrelay.emulator import cli; "
+        "print(sorted(m for m in ('aiohttp', 'tokenrelay.emulator.app') if m in sys.modules))"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]"
