@@ -173,7 +173,7 @@ async def test_azure_pipelines_needs_its_service_connection(
         ConfigError, match="--azure-service-connection-id .* else AZURESUBSCRIPTION_SERVICE_CONNECTION_ID"
     ):
         build("azure-pipelines", emulator, http, env)
-    source = build("azure-pipelines", emulator, http, env, azure_service_connection_id="c0ffee")
+    source = build("azure-pipelines", emulator, http, env, settings={"azure_service_connection_id": "c0ffee"})
     assert "c0ffee" in source.description and await source.read()
 
 

@@ -133,7 +133,7 @@ def read_id_token(environ: Mapping[str, str], now: float, *, auth_url: str, time
     unless TOKENRELAY_ID_TOKEN_ENV or TOKENRELAY_ID_TOKEN_SOURCE says); raises CredentialError."""
     from ..errors import ConfigError, IdTokenError
     from ..lite.names import DEFAULT_ID_TOKEN_FILE
-    from ..tokens.idsources import SOURCES, SourceInputs
+    from ..tokens.idsources import SOURCE_SETTINGS, SOURCES, SourceInputs
 
     name = (environ.get(SOURCE_ENV) or ("env" if environ.get(ID_TOKEN_ENV_ENV) else "file")).strip().lower()
     if name not in SOURCES:
@@ -143,7 +143,7 @@ def read_id_token(environ: Mapping[str, str], now: float, *, auth_url: str, time
         audience=environ.get(env("id_token_audience")) or auth_url,
         id_token_file=environ.get(ID_TOKEN_FILE_ENV) or DEFAULT_ID_TOKEN_FILE,
         id_token_env=environ.get(ID_TOKEN_ENV_ENV) or None,
-        azure_service_connection_id=environ.get(env("azure_service_connection_id")) or None,
+        settings={name: environ[env(name)] for name in SOURCE_SETTINGS if environ.get(env(name))},
         timeout=timeout,
         wall=lambda: now,
         spell=env,

@@ -298,7 +298,11 @@ def source_inputs(
         audience=settings.id_token_audience or settings.auth_url,
         id_token_file=settings.id_token_file,
         id_token_env=settings.id_token_env,
-        azure_service_connection_id=settings.azure_service_connection_id,
+        settings={
+            name: str(value)
+            for name in idtoken.SOURCE_SETTINGS
+            if (value := getattr(settings, name)) is not None
+        },
         timeout=settings.exchange_timeout,
         session=session,
         wall=wall,

@@ -64,7 +64,9 @@ class SourceInputs:
     audience: str  # what a source that mints asks for: --id-token-audience, else the --auth-url
     id_token_file: str = ""
     id_token_env: str | None = None
-    azure_service_connection_id: str | None = None
+    # Every other setting a source lists in its ``options`` that is set, by option name (e.g.
+    # ``azure_service_connection_id``): a new source's setting needs no field here, nor wiring.
+    settings: Mapping[str, str] = field(default_factory=dict)
     timeout: float = DEFAULT_EXCHANGE_TIMEOUT  # total, of one read that asks the platform
     connect_timeout: float = METADATA_CONNECT_TIMEOUT  # of a metadata server's connection
     session: aiohttp.ClientSession | None = field(default=None, repr=False)  # None: one per request
@@ -88,8 +90,8 @@ class Source(abc.ABC):
     # True when ``auto`` can only tell by asking (a metadata server): it tries a read, with short
     # timeouts, after every source that its markers in the environment name.
     probes: ClassVar[bool] = False
-    # The settings beyond the audience that this source reads (config refuses the others with it),
-    # and those it cannot do without.
+    # The settings beyond the audience that this source reads (config refuses the others with it;
+    # SourceInputs carries them), and those it cannot do without.
     options: ClassVar[tuple[str, ...]] = ()
     required: ClassVar[tuple[str, ...]] = ()
     # What the platform must provide for ``build`` to succeed: the doctor's fix when it does not.
