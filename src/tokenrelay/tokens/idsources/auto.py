@@ -119,6 +119,9 @@ class AutoSource(Source):
             + "); choose the source with --id-token-source"
         )
 
+    def choice(self) -> tuple[Source, str | None]:
+        return (self.chosen, f"auto: {self.why}") if self.chosen is not None else (self, None)
+
     def fix(self) -> str:
         return self.chosen.fix() if self.chosen is not None else self.setup
 

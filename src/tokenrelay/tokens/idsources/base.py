@@ -124,6 +124,10 @@ class Source(abc.ABC):
     def fix(self) -> str:
         """What to do when ``read`` fails, for the doctor."""
 
+    def choice(self) -> tuple[Source, str | None]:
+        """The source that reads, and why it was chosen when it was detected (None: it was named)."""
+        return self, None
+
     def renewal(self) -> str:
         """What to do when the token read is expired or past its renewal, for the doctor."""
         return "fetch a fresh token: whatever sets it has stopped renewing it"
