@@ -23,9 +23,21 @@ AUDIENCE_FIXED = {"azure-pipelines": "api://AzureADTokenExchange"}  # Entra ID's
 
 
 def build(
-    name: str, emulator: Emulator, http: aiohttp.ClientSession, env: dict[str, str], **more: object
+    name: str,
+    emulator: Emulator,
+    http: aiohttp.ClientSession,
+    env: dict[str, str],
+    *,
+    id_token_env: str | None = None,
+    settings: dict[str, str] | None = None,
 ) -> Source:
-    inputs = SourceInputs(environ=env, audience=emulator.base_url, session=http, **more)  # type: ignore[arg-type]
+    inputs = SourceInputs(
+        environ=env,
+        audience=emulator.base_url,
+        session=http,
+        id_token_env=id_token_env,
+        settings=settings or {},
+    )
     return SOURCES[name].build(inputs)
 
 

@@ -84,7 +84,7 @@ class Emulator:
         self.verifier = OidcVerifier(
             self.issuer, trusted_issuers, session=self._client, wall=wall, played=PLAYED_ISSUERS
         )
-        self.platforms = PlatformEndpoints(self.issuer)
+        self.platforms = PlatformEndpoints(self.issuer, wall=wall)
         self.tokens = TokenService(
             self.store,
             SigningKey.stored(self.store, "sts"),

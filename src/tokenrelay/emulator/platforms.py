@@ -244,9 +244,15 @@ def mint(issuer: Issuer, name: str, audience: str | None, lifetime: float = PLAT
 class PlatformEndpoints:
     """The platforms' token endpoints, minting through ``issuer``."""
 
-    def __init__(self, issuer: Issuer, lifetime: Callable[[], float] = lambda: PLATFORM_LIFETIME) -> None:
+    def __init__(
+        self,
+        issuer: Issuer,
+        lifetime: Callable[[], float] = lambda: PLATFORM_LIFETIME,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
         self._issuer = issuer
         self._lifetime = lifetime
+        self._wall = wall
         self.calls: dict[str, int] = {}  # platform -> tokens minted, for tests and the curious
 
     def add_routes(self, app: web.Application, guard: Callable[[web.Request, str], None]) -> None:
@@ -321,7 +327,7 @@ class PlatformEndpoints:
         if not resource:
             return _azure_error("invalid_resource", "AADSTS500011: The resource principal was not found", 400)
         token = self._mint("azure", resource)
-        now = int(time.time())
+        now = int(self._wall())
         return web.json_response(
             {
                 "access_token": token,
