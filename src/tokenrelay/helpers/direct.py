@@ -8,7 +8,7 @@ at the same moment reads the old token or the new one, never half of either. A c
 while at least five minutes remain, which leaves any client time to finish with it.
 
 Only this module talks HTTP, and it imports urllib only when it actually exchanges. The OIDC token
-and the service's answer pass the sidecar's own checks (``oidctoken``, ``stsanswer``), worded here
+and the service's answer pass the sidecar's own checks (``oidccheck``, ``stsanswer``), worded here
 with the environment variables to set rather than ``tokenrelay run``'s flags.
 """
 

@@ -80,7 +80,7 @@ class UpSide(Protocol):
 
 log = logging.getLogger("tokenrelay.proxy")
 
-REPLAY_LIMIT = 64 * 1024  # the bound for a replayable body, as on HTTP/1.1
+REPLAY_LIMIT = 64 * 1024  # as on HTTP/1.1: room for a unary call's message, not a stream
 # RFC 9113 §8.2.2: never forwarded (h2 refuses them from clients; from the upstream they are dropped)
 CONNECTION_SPECIFIC = frozenset(
     {b"connection", b"keep-alive", b"proxy-connection", b"transfer-encoding", b"upgrade", b"te"}

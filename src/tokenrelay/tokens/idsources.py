@@ -3,7 +3,7 @@
 Every source is read afresh at every exchange: kubelet rotates a projected token file at 80% of its
 life by swapping a symlink, and GitHub's tokens are short-lived, so a cached copy goes stale.
 A token that is missing, empty or (when it is a JWT) already expired is refused before any request
-carries it, by ``oidctoken``'s checks, which the credential helpers share. The sources take plain arguments:
+carries it, by ``oidccheck``'s checks, which the credential helpers share. The sources take plain arguments:
 ``daemon.build`` chooses and builds the one the settings name.
 """
 
