@@ -214,7 +214,7 @@ async def test_a_relayed_path_keeps_its_dot_segments(world: World) -> None:
     over_h1 = await loop.run_in_executor(None, curl, "--http1.1")
     assert over_h2.endswith("\n2 404") and over_h1.endswith("\n1.1 404")
     assert over_h2.partition("\n")[0] == over_h1.partition("\n")[0]
-    assert provider.uid in world.emulator.store.providers
+    assert provider.uid in world.emulator.store.identity_providers
 
 
 async def test_a_reflection_stream_refuses_a_message_over_the_limit(world: World) -> None:

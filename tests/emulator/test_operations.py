@@ -180,7 +180,7 @@ async def test_binding_another_organizations_identity_is_refused(world: World) -
             ]
         ),
     )
-    assert not [b for b in world.emulator.store.bindings.values() if b.identity == world.uids["outsider"]
+    assert not [b for b in world.emulator.store.role_bindings.values() if b.identity == world.uids["outsider"]
                 and b.group == world.org.uid]  # fmt: skip
 
 

@@ -161,7 +161,7 @@ async def test_group_holding_role_bindings_is_not_deleted(world: World) -> None:
             ],
         },
     )
-    assert binding.uid in world.emulator.store.bindings
+    assert binding.uid in world.emulator.store.role_bindings
 
 
 async def test_page_tokens_are_sealed(world: World) -> None:

@@ -43,7 +43,7 @@ UPDATABLE = (
 
 
 def get(res: Resources, uid: str) -> AccountAssociation:
-    return res.find(res.store.associations, "account association", uid)
+    return res.find(res.store.account_associations, "account association", uid)
 
 
 def _fields(body: Mapping[str, Any], violations: Violations) -> tuple[str, str, str, dict[str, str]]:

@@ -31,7 +31,7 @@ def code_digest(code: str) -> str:
 
 
 def get(res: Resources, uid: str) -> GroupInvite:
-    return res.find(res.store.invites, "group invite", uid)
+    return res.find(res.store.group_invites, "group invite", uid)
 
 
 def _fields(

@@ -1,4 +1,8 @@
-"""The emulator's resources and their JSON shapes (v2beta1 and v1).
+"""The emulator's resources, their JSON shapes (v2beta1 and v1), and the list of their kinds.
+
+A kind is one ``Record`` subclass registered in ``RECORDS``: the store, a group's delete guard and the
+built-in roles read that list, and ``api.KINDS`` gives each kind its HTTP face (gRPC is derived
+from HTTP), so there is no other list to extend.
 
 Times are kept as integer milliseconds since the epoch: the wire form has millisecond precision, so
 what is stored, sorted on and shown is the same number. A uid is ``<parent_uid>/<segment>``; the
@@ -8,9 +12,10 @@ uid of the group that holds a resource is therefore its uid without the last seg
 from __future__ import annotations
 
 import hashlib
+import re
 import secrets
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from ..lite.timestamps import format_timestamp
 
@@ -45,10 +50,35 @@ def role_uid(name: str) -> str:
     return hashlib.sha1(f"tokenrelay-emulator/role/{name}".encode(), usedforsecurity=False).hexdigest()
 
 
+Writer = Literal["editor", "owner"] | None
+
+
 @dataclass(slots=True)
-class Group:
-    KIND: ClassVar[str] = "group"
+class Record:
+    """What every layer knows of a kind, declared on its class; ``uid`` is every record's first field."""
+
+    KIND: ClassVar[str]  # its name in the state file and its gRPC messages: "role_binding"
+    PLURAL: ClassVar[str]  # the API's collection: path segment, list key, a refused delete's wording
+    IN_GROUP: ClassVar[bool] = True  # its uid extends a group's, so that group cannot be deleted first
+    WRITER: ClassVar[Writer] = None  # the least built-in role that creates, updates and deletes it
     uid: str
+
+    @classmethod
+    def table(cls) -> str:
+        """The ``Store`` attribute holding the kind, also its permissions' prefix: "role_bindings"."""
+        return re.sub(r"(?<=[a-z])(?=[A-Z])", "_", cls.PLURAL).lower()
+
+    @classmethod
+    def label(cls) -> str:
+        """The kind in messages: "role binding"."""
+        return cls.KIND.replace("_", " ")
+
+
+@dataclass(slots=True)
+class Group(Record):
+    KIND: ClassVar[str] = "group"
+    PLURAL: ClassVar[str] = "groups"
+    WRITER: ClassVar[Writer] = "editor"
     name: str
     description: str
     verified: bool
@@ -82,9 +112,10 @@ class Group:
 
 
 @dataclass(slots=True)
-class Identity:
+class Identity(Record):
     KIND: ClassVar[str] = "identity"
-    uid: str
+    PLURAL: ClassVar[str] = "identities"
+    WRITER: ClassVar[Writer] = "owner"
     name: str
     description: str
     issuer: str
@@ -115,11 +146,12 @@ class Identity:
 
 
 @dataclass(slots=True)
-class Role:
+class Role(Record):
     """A built-in role (flat uid, no times) or a custom one (uid under its group)."""
 
     KIND: ClassVar[str] = "role"
-    uid: str
+    PLURAL: ClassVar[str] = "roles"
+    WRITER: ClassVar[Writer] = "owner"
     name: str
     description: str
     permissions: tuple[str, ...]
@@ -147,9 +179,10 @@ class Role:
 
 
 @dataclass(slots=True)
-class RoleBinding:
+class RoleBinding(Record):
     KIND: ClassVar[str] = "role_binding"
-    uid: str
+    PLURAL: ClassVar[str] = "roleBindings"
+    WRITER: ClassVar[Writer] = "owner"
     identity: str  # uid
     role: str  # uid
     create_ms: int
@@ -161,9 +194,9 @@ class RoleBinding:
 
 
 @dataclass(slots=True)
-class Repo:
+class Repo(Record):
     KIND: ClassVar[str] = "repo"
-    uid: str
+    PLURAL: ClassVar[str] = "repos"
     name: str
     create_ms: int
 
@@ -175,11 +208,12 @@ class Repo:
 
 
 @dataclass(slots=True)
-class IdentityProvider:
+class IdentityProvider(Record):
     """An OIDC issuer a group trusts: identities in the group and below may match its tokens."""
 
     KIND: ClassVar[str] = "identity_provider"
-    uid: str
+    PLURAL: ClassVar[str] = "identityProviders"
+    WRITER: ClassVar[Writer] = "owner"
     name: str
     description: str
     issuer: str
@@ -198,11 +232,12 @@ class IdentityProvider:
 
 
 @dataclass(slots=True)
-class AccountAssociation:
+class AccountAssociation(Record):
     """A cloud account tied to a group: exactly one of ``amazon``, ``google``, ``azure``."""
 
     KIND: ClassVar[str] = "account_association"
-    uid: str
+    PLURAL: ClassVar[str] = "accountAssociations"
+    WRITER: ClassVar[Writer] = "editor"
     name: str
     description: str
     provider: str  # "amazon", "google" or "azure"
@@ -222,11 +257,12 @@ class AccountAssociation:
 
 
 @dataclass(slots=True)
-class GroupInvite:
+class GroupInvite(Record):
     """An offer of a role in a group, accepted by whoever presents its code before ``expire_ms``."""
 
     KIND: ClassVar[str] = "group_invite"
-    uid: str
+    PLURAL: ClassVar[str] = "groupInvites"
+    WRITER: ClassVar[Writer] = "owner"
     role: str  # uid
     expire_ms: int
     single_use: bool
@@ -240,11 +276,12 @@ class GroupInvite:
 
 
 @dataclass(slots=True)
-class Advisory:
+class Advisory(Record):
     """A vulnerability advisory about a repo's images (read-only over the API; seeded)."""
 
     KIND: ClassVar[str] = "advisory"
-    uid: str
+    PLURAL: ClassVar[str] = "advisories"
+    IN_GROUP: ClassVar[bool] = False  # it lives under a repo, which blocks the delete
     vulnerability_id: str
     aliases: list[str]
     package: str
@@ -270,28 +307,16 @@ class Advisory:
         }
 
 
-Record = (
-    Group
-    | Identity
-    | Role
-    | RoleBinding
-    | Repo
-    | IdentityProvider
-    | AccountAssociation
-    | GroupInvite
-    | Advisory
+# Every kind the store keeps. A refused group delete names the kinds still in the group in this order.
+RECORDS: tuple[type[Record], ...] = (
+    Repo,
+    Group,
+    Identity,
+    RoleBinding,
+    Role,
+    IdentityProvider,
+    AccountAssociation,
+    GroupInvite,
+    Advisory,
 )
-RECORD_TYPES: dict[str, type[Record]] = {
-    cls.KIND: cls
-    for cls in (
-        Group,
-        Identity,
-        Role,
-        RoleBinding,
-        Repo,
-        IdentityProvider,
-        AccountAssociation,
-        GroupInvite,
-        Advisory,
-    )
-}
+RECORD_TYPES: dict[str, type[Record]] = {cls.KIND: cls for cls in RECORDS}

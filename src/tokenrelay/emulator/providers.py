@@ -24,12 +24,12 @@ def trusted_issuers(store: Store, identity_uid: str) -> frozenset[str]:
     """Issuers of the identity providers of the identity's group and its ancestors."""
     group = parent_of(identity_uid)
     return frozenset(
-        p.issuer.rstrip("/") for p in store.providers.values() if is_within(group, parent_of(p.uid))
+        p.issuer.rstrip("/") for p in store.identity_providers.values() if is_within(group, parent_of(p.uid))
     )
 
 
 def get(res: Resources, uid: str) -> IdentityProvider:
-    return res.find(res.store.providers, "identity provider", uid)
+    return res.find(res.store.identity_providers, "identity provider", uid)
 
 
 def _fields(body: Mapping[str, Any], violations: Violations) -> tuple[str, str, str]:

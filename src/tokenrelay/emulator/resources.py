@@ -27,6 +27,7 @@ from .errors import (
 )
 from .inputs import MAX_NAME, Fields
 from .model import (
+    RECORDS,
     Group,
     Identity,
     Repo,
@@ -114,17 +115,9 @@ class Resources:
     def delete_group(self, uid: str) -> None:
         """Refused with FAILED_PRECONDITION while anything lives in the group, role bindings included."""
         self.group(uid)
-        kinds: dict[str, Mapping[str, Any]] = {
-            "repos": self.store.repos,
-            "groups": self.store.groups,
-            "identities": self.store.identities,
-            "roleBindings": self.store.bindings,
-            "roles": self.store.roles,
-            "identityProviders": self.store.providers,
-            "accountAssociations": self.store.associations,
-            "groupInvites": self.store.invites,
+        children = {
+            kind.PLURAL: self._children(self.store.table(kind), uid) for kind in RECORDS if kind.IN_GROUP
         }
-        children = {kind: self._children(table, uid) for kind, table in kinds.items()}
         blocking = {kind: uids for kind, uids in children.items() if uids}
         if blocking:
             raise not_empty(uid, blocking)
@@ -198,7 +191,7 @@ class Resources:
     # -- role bindings ----------------------------------------------------------------------------
 
     def binding(self, uid: str) -> RoleBinding:
-        return self.find(self.store.bindings, "role binding", uid)
+        return self.find(self.store.role_bindings, "role binding", uid)
 
     def create_binding(self, group_uid: str, body: Mapping[str, Any]) -> RoleBinding:
         """A binding of an identity of the group's own organization (others join through invites)."""

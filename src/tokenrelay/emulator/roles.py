@@ -66,8 +66,8 @@ def delete(res: Resources, uid: str) -> None:
     """Refused with FAILED_PRECONDITION while role bindings or group invites name the role."""
     role = custom(res, uid)
     users = {
-        "roleBindings": sorted(b.uid for b in res.store.bindings.values() if b.role == uid),
-        "groupInvites": sorted(i.uid for i in res.store.invites.values() if i.role == uid),
+        "roleBindings": sorted(b.uid for b in res.store.role_bindings.values() if b.role == uid),
+        "groupInvites": sorted(i.uid for i in res.store.group_invites.values() if i.role == uid),
     }
     if any(users.values()):
         raise in_use("role", uid, {kind: uids for kind, uids in users.items() if uids})
