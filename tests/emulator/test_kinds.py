@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tokenrelay.emulator import Emulator, api
+from tokenrelay.emulator import Emulator, api, groups
 from tokenrelay.emulator.access import OWN, READ, ROLE_BY_NAME
 from tokenrelay.emulator.errors import ApiError
 from tokenrelay.emulator.grpcapi.methods import services
@@ -80,9 +80,9 @@ def test_a_group_holding_any_kind_is_not_deleted(kind: type[Record]) -> None:
     """Deleting a group still holding a record of any kind is refused, naming the kind: none is orphaned."""
     emulator = Emulator()
     org = emulator.organization("acme")
-    group = emulator.resources.create_group(org.uid, {"name": "team"})
+    group = groups.create(emulator.resources, org.uid, {"name": "team"})
     emulator.store.put(sample(kind, emulator.resources.new_uid(group.uid)))
     with pytest.raises(ApiError) as refused:
-        emulator.resources.delete_group(group.uid)
+        groups.delete(emulator.resources, group.uid)
     assert refused.value.message == f"Precondition failed: cannot delete group with child {kind.PLURAL}"
     assert group.uid in emulator.store.groups

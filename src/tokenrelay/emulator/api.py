@@ -21,7 +21,7 @@ from typing import Any
 
 from aiohttp import web
 
-from . import access, associations, invites, pagination, providers, roles
+from . import access, associations, groups, identities, invites, pagination, providers, role_bindings, roles
 from .access import ROLES
 from .errors import (
     IAM_DOMAIN,
@@ -242,7 +242,7 @@ def _create_binding(
         and org_of(identity_uid) == org_of(group_uid)
     ):
         access.require(resources.store, who, "identities.get", parent_of(identity_uid))
-    return resources.render_binding(resources.create_binding(group_uid, body))
+    return role_bindings.render(resources, role_bindings.create(resources, group_uid, body))
 
 
 def _create_invite(resources: Resources, who: str, group_uid: str, body: dict[str, Any]) -> Mapping[str, Any]:
@@ -258,15 +258,15 @@ GROUPS = Kind(
     Group, "/iam/v2beta1", IAM_DOMAIN, _v2, NAMED,
     scope=lambda group: group.uid,
     filters={"name": "name"},
-    create=lambda res, who, parent, body: res.create_group(parent, body).v2(),
-    update=Resources.patch_group,
-    delete=Resources.delete_group,
+    create=lambda res, who, parent, body: groups.create(res, parent, body).v2(),
+    update=groups.patch,
+    delete=groups.delete,
 )  # fmt: skip
 IDENTITIES = Kind(
     Identity, "/iam/v2beta1", IAM_DOMAIN, _v2, NAMED,
-    create=lambda res, who, parent, body: res.create_identity(parent, body).v2(),
-    update=Resources.patch_identity,
-    delete=Resources.delete_identity,
+    create=lambda res, who, parent, body: identities.create(res, parent, body).v2(),
+    update=identities.patch,
+    delete=identities.delete,
 )  # fmt: skip
 ROLE_KIND = Kind(
     Role, "/iam/v2beta1", IAM_DOMAIN, _v2, NAMED,
@@ -279,11 +279,11 @@ ROLE_KIND = Kind(
     delete=roles.delete,
 )  # fmt: skip
 ROLE_BINDINGS = Kind(
-    RoleBinding, "/iam/v2beta1", IAM_DOMAIN, Resources.render_binding, COMMON,
+    RoleBinding, "/iam/v2beta1", IAM_DOMAIN, role_bindings.render, COMMON,
     filters={"identityUid": "identity", "roleUid": "role"},
     create=_create_binding,
-    update=Resources.patch_binding,
-    delete=Resources.delete_binding,
+    update=role_bindings.patch,
+    delete=role_bindings.delete,
 )  # fmt: skip
 IDENTITY_PROVIDERS = Kind(
     IdentityProvider, "/iam/v2beta1", IAM_DOMAIN, _v2, NAMED,
@@ -333,7 +333,7 @@ async def accept_invite(request: web.Request) -> web.Response:
     resources = request.app[CONTEXT].resources
     invite = GROUP_INVITES.find(resources, request.match_info["uid"])
     body = await json_body(request, IAM_DOMAIN)
-    return respond(resources.render_binding(invites.accept(resources, invite.uid, body, who)))
+    return respond(role_bindings.render(resources, invites.accept(resources, invite.uid, body, who)))
 
 
 # -- v1 ---------------------------------------------------------------------------------------------
