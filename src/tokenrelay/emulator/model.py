@@ -75,25 +75,39 @@ class Record:
 
 
 @dataclass(slots=True)
-class Group(Record):
+class Named(Record):
+    """A record with a name and a description: the first fields of its JSON."""
+
+    name: str
+    description: str
+
+    def head(self) -> dict[str, Any]:
+        return {"uid": self.uid, "name": self.name, "description": self.description}
+
+    def ref(self) -> dict[str, Any]:
+        """How other resources show it (a role binding's ``group`` and ``role``)."""
+        return self.head()
+
+
+def times(create_ms: int, update_ms: int) -> dict[str, str]:
+    return {"createTime": timestamp(create_ms), "updateTime": timestamp(update_ms)}
+
+
+@dataclass(slots=True)
+class Group(Named):
     KIND: ClassVar[str] = "group"
     PLURAL: ClassVar[str] = "groups"
     WRITER: ClassVar[Writer] = "editor"
-    name: str
-    description: str
     verified: bool
     create_ms: int
     update_ms: int
 
     def v2(self) -> dict[str, Any]:
         return {
-            "uid": self.uid,
-            "name": self.name,
-            "description": self.description,
+            **self.head(),
             "resourceLimits": {},
             "verified": self.verified,
-            "createTime": timestamp(self.create_ms),
-            "updateTime": timestamp(self.update_ms),
+            **times(self.create_ms, self.update_ms),
         }
 
     def v1(self) -> dict[str, Any]:
@@ -107,17 +121,12 @@ class Group(Record):
             "updatedAt": timestamp(self.update_ms),
         }
 
-    def ref(self) -> dict[str, Any]:
-        return {"uid": self.uid, "name": self.name, "description": self.description}
-
 
 @dataclass(slots=True)
-class Identity(Record):
+class Identity(Named):
     KIND: ClassVar[str] = "identity"
     PLURAL: ClassVar[str] = "identities"
     WRITER: ClassVar[Writer] = "owner"
-    name: str
-    description: str
     issuer: str
     subject: str
     last_seen_ms: int
@@ -126,34 +135,27 @@ class Identity(Record):
 
     def v2(self) -> dict[str, Any]:
         return {
-            "uid": self.uid,
-            "name": self.name,
-            "description": self.description,
+            **self.head(),
             "lastSeenTime": timestamp(self.last_seen_ms),
             "claimMatch": {"issuer": self.issuer, "subject": self.subject},
-            "createTime": timestamp(self.create_ms),
-            "updateTime": timestamp(self.update_ms),
+            **times(self.create_ms, self.update_ms),
         }
 
     def ref(self) -> dict[str, Any]:
         return {
-            "uid": self.uid,
-            "name": self.name,
-            "description": self.description,
+            **self.head(),
             "subject": self.subject,
             "issuer": self.issuer,
         }
 
 
 @dataclass(slots=True)
-class Role(Record):
+class Role(Named):
     """A built-in role (flat uid, no times) or a custom one (uid under its group)."""
 
     KIND: ClassVar[str] = "role"
     PLURAL: ClassVar[str] = "roles"
     WRITER: ClassVar[Writer] = "owner"
-    name: str
-    description: str
     permissions: tuple[str, ...]
     create_ms: int = 0
     update_ms: int = 0
@@ -164,18 +166,12 @@ class Role(Record):
 
     def v2(self) -> dict[str, Any]:
         body: dict[str, Any] = {
-            "uid": self.uid,
-            "name": self.name,
-            "description": self.description,
+            **self.head(),
             "capabilities": sorted(self.permissions),
         }
         if not self.builtin:
-            body["createTime"] = timestamp(self.create_ms)
-            body["updateTime"] = timestamp(self.update_ms)
+            body.update(times(self.create_ms, self.update_ms))
         return body
-
-    def ref(self) -> dict[str, Any]:
-        return {"uid": self.uid, "name": self.name, "description": self.description}
 
 
 @dataclass(slots=True)
@@ -208,38 +204,31 @@ class Repo(Record):
 
 
 @dataclass(slots=True)
-class IdentityProvider(Record):
+class IdentityProvider(Named):
     """An OIDC issuer a group trusts: identities in the group and below may match its tokens."""
 
     KIND: ClassVar[str] = "identity_provider"
     PLURAL: ClassVar[str] = "identityProviders"
     WRITER: ClassVar[Writer] = "owner"
-    name: str
-    description: str
     issuer: str
     create_ms: int
     update_ms: int
 
     def v2(self) -> dict[str, Any]:
         return {
-            "uid": self.uid,
-            "name": self.name,
-            "description": self.description,
+            **self.head(),
             "oidc": {"issuer": self.issuer},
-            "createTime": timestamp(self.create_ms),
-            "updateTime": timestamp(self.update_ms),
+            **times(self.create_ms, self.update_ms),
         }
 
 
 @dataclass(slots=True)
-class AccountAssociation(Record):
+class AccountAssociation(Named):
     """A cloud account tied to a group: exactly one of ``amazon``, ``google``, ``azure``."""
 
     KIND: ClassVar[str] = "account_association"
     PLURAL: ClassVar[str] = "accountAssociations"
     WRITER: ClassVar[Writer] = "editor"
-    name: str
-    description: str
     provider: str  # "amazon", "google" or "azure"
     account: dict[str, str]
     create_ms: int
@@ -247,12 +236,9 @@ class AccountAssociation(Record):
 
     def v2(self) -> dict[str, Any]:
         return {
-            "uid": self.uid,
-            "name": self.name,
-            "description": self.description,
+            **self.head(),
             self.provider: dict(self.account),
-            "createTime": timestamp(self.create_ms),
-            "updateTime": timestamp(self.update_ms),
+            **times(self.create_ms, self.update_ms),
         }
 
 
@@ -302,8 +288,7 @@ class Advisory(Record):
             "status": self.status,
             "fixedVersion": self.fixed_version,
             "summary": self.summary,
-            "createTime": timestamp(self.create_ms),
-            "updateTime": timestamp(self.update_ms),
+            **times(self.create_ms, self.update_ms),
         }
 
 
