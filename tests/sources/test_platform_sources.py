@@ -9,7 +9,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from tokenrelay.emulator import Emulator
+from tokenrelay.emulator import Emulator, identities
 from tokenrelay.emulator.platforms import ORG_UUID, PLATFORMS
 from tokenrelay.errors import ConfigError, IdTokenError
 from tokenrelay.lite.jwtclaims import unverified_claims
@@ -55,8 +55,10 @@ async def test_each_source_reads_its_platforms_token_and_the_token_service_takes
     assert claims["iss"] == platform.issuer
     assert claims["aud"] == AUDIENCE_FIXED.get(name, emulator.base_url)
     org = emulator.organization("acme")
-    identity = emulator.resources.create_identity(
-        org.uid, {"name": "ci", "claimMatch": {"issuer": platform.issuer, "subject": claims["sub"]}}
+    identity = identities.create(
+        emulator.resources,
+        org.uid,
+        {"name": "ci", "claimMatch": {"issuer": platform.issuer, "subject": claims["sub"]}},
     )
     issued = await sts.exchange(
         http, emulator.base_url, emulator.base_url, identity.uid, token.value, timeout=5.0

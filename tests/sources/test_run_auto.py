@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tokenrelay.emulator import Emulator
+from tokenrelay.emulator import Emulator, identities
 from tokenrelay.emulator.platforms import PLATFORMS, mint
 from tokenrelay.lite.jwtclaims import unverified_claims
 
@@ -28,8 +28,10 @@ async def test_run_once_with_auto_finds_the_platform_and_writes_the_token(
     claims = unverified_claims(mint(emulator.issuer, name, url))
     assert claims is not None
     org = emulator.organization("acme")
-    identity = emulator.resources.create_identity(
-        org.uid, {"name": "ci", "claimMatch": {"issuer": platform.issuer, "subject": claims["sub"]}}
+    identity = identities.create(
+        emulator.resources,
+        org.uid,
+        {"name": "ci", "claimMatch": {"issuer": platform.issuer, "subject": claims["sub"]}},
     )
     out = tmp_path / "api-token"
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOKENRELAY_")}

@@ -22,7 +22,7 @@ from aiohttp import web
 from ..lite.aip193 import Code
 from ..lite.netloc import is_loopback
 from ..servingsite import ServingSite
-from . import api, providers
+from . import api, groups, identities, providers, repos, role_bindings
 from .access import ROLE_BY_NAME
 from .advisories import create_advisory
 from .errors import STS_DOMAIN, ApiError, invalid_argument, invalid_arguments, permission_denied, routing
@@ -123,21 +123,22 @@ class Emulator:
     # -- the Python face ------------------------------------------------------------------------
 
     def organization(self, name: str, description: str = "") -> Group:
-        return self.resources.create_group("", {"name": name, "description": description})
+        return groups.create(self.resources, "", {"name": name, "description": description})
 
     def workload(self, group_uid: str, subject: str, role: str = "owner", name: str = "workload") -> Workload:
         """An identity in ``group_uid`` matching this issuer and ``subject``, bound to ``role`` there."""
-        identity = self.resources.create_identity(
+        identity = identities.create(
+            self.resources,
             group_uid,
             {"name": name, "claimMatch": {"issuer": self.issuer.url, "subject": subject}},
         )
-        binding = self.resources.create_binding(
-            group_uid, {"identityUid": identity.uid, "roleUid": ROLE_BY_NAME[role].uid}
+        binding = role_bindings.create(
+            self.resources, group_uid, {"identityUid": identity.uid, "roleUid": ROLE_BY_NAME[role].uid}
         )
-        return Workload(self.resources.group(group_uid), identity, binding, subject)
+        return Workload(groups.get(self.resources, group_uid), identity, binding, subject)
 
     def repo(self, group_uid: str, name: str) -> Repo:
-        return self.resources.create_repo(group_uid, name)
+        return repos.create(self.resources, group_uid, name)
 
     def advisory(self, repo_uid: str, fields: dict[str, object]) -> Advisory:
         """Seed an advisory about a repo (the API has no create for them): ``vulnerabilityId``,

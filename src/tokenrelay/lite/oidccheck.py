@@ -1,8 +1,8 @@
 """The checks an OIDC token passes before any request carries it, wherever it was read from.
 
 A token that is missing, empty or (when it is a JWT) already expired is refused here with a message
-saying what to fix; so is a file that cannot be a token. The sidecar's sources (``idtoken``) and the
-credential helpers' direct exchange (``helpers.fallback``) both read through these. Standard library
+saying what to fix; so is a file that cannot be a token. The sidecar's sources (``idsources``) and the
+credential helpers' direct exchange (``helpers.direct``) both read through these. Standard library
 only, and no dataclasses (whose import of inspect would cost a helper ~10 ms): the helpers must start
 quickly and never load aiohttp.
 """

@@ -20,7 +20,7 @@ from .parentdirs import make_parents
 log = logging.getLogger("tokenrelay.sinks")
 
 
-def write_atomic(path: Path, data: bytes, mode: int) -> None:
+def write_private_file(path: Path, data: bytes, mode: int) -> None:
     """``files.write_atomic``, its missing parents made first with a mode no wider than ``mode``
     lets through (never the umask's: another user must not replace the token file)."""
     make_parents(path.parent, mode)
@@ -38,7 +38,7 @@ class FileSink:
     def write(self, token: Token) -> None:
         """Write ``token`` now; raises SinkError."""
         try:
-            write_atomic(self.path, token.value.encode(), self.mode)
+            write_private_file(self.path, token.value.encode(), self.mode)
         except OSError as exc:
             raise SinkError(
                 f"cannot write the token file {self.path} (--token-file): {exc.strerror or exc}"
