@@ -56,6 +56,8 @@ EXPIRES_HEADER = "Token-Expires-At"
 # Variables read beside the options: the config file, and the helpers' host list.
 CONFIG_ENV = ENV_PREFIX + "CONFIG"
 HOSTS_ENV = ENV_PREFIX + "HOSTS"
+# Set by the injector in app containers when the pod's proxy is on: the proxy's http://127.0.0.1:PORT.
+PROXY_URL_ENV = ENV_PREFIX + "PROXY_URL"
 
 
 def flag(name: str) -> str:
