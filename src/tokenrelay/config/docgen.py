@@ -119,6 +119,9 @@ def _kube(name: str) -> Callable[[], list[str]]:
 SECTIONS = (
     Section("CONFIG REFERENCE", _config_lines),
     Section("ANNOTATIONS", _kube("annotation_table")),
+    Section("INJECTOR FLAGS", _kube("injector_flags")),
+    Section("INJECT FLAGS", _kube("inject_flags")),
+    Section("WEBHOOK FLAGS", _kube("webhook_flags")),
 )
 
 
