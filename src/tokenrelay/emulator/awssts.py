@@ -1,0 +1,158 @@
+"""AWS as the emulator plays it for the aws source: STS ``GetWebIdentityToken`` and container credentials.
+
+STS (``POST /platforms/aws/sts``, the Query API): a form of ``Action=GetWebIdentityToken``,
+``Version=2011-06-15``, ``Audience.member.N`` (1-10), ``SigningAlgorithm`` (``RS256`` or ``ES384``) and
+optionally ``DurationSeconds`` (60-3600, default 300), as botocore's STS model (``sts/2011-06-15/
+service-2.json``) serializes it. The request must carry a valid SigV4 signature (``sigv4``) by the
+test credentials (``TEST_ACCESS_KEY``/``TEST_SECRET_KEY``, which ``tokenrelay emulate`` prints) or by
+temporary credentials the container endpoint handed out, with their session token. The answer is STS's
+``GetWebIdentityTokenResponse`` XML (``WebIdentityToken``, ``Expiration``); a refusal is its
+``ErrorResponse`` XML with AWS's own code and words (``SignatureDoesNotMatch``, ``InvalidClientTokenId``,
+``ValidationError``...), which botocore turns into the ``ClientError`` the source quotes.
+
+Container credentials (``GET /platforms/aws/credentials``): what EKS Pod Identity's agent and ECS
+answer at ``AWS_CONTAINER_CREDENTIALS_FULL_URI`` to a request whose ``Authorization`` is the token of
+``AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE`` (any non-empty value here): temporary credentials as JSON.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime
+from urllib.parse import parse_qsl
+from xml.sax.saxutils import escape
+
+from aiohttp import web
+
+from . import sigv4
+
+STS_PATH = "/platforms/aws/sts"
+CREDENTIALS_PATH = "/platforms/aws/credentials"
+# AWS's documented example key pair: recognisably not real, and what `tokenrelay emulate` prints
+TEST_ACCESS_KEY = "AKIAIOSFODNN7EXAMPLE"
+TEST_SECRET_KEY = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+ACCOUNT = "123456789012"
+XMLNS = "https://sts.amazonaws.com/doc/2011-06-15/"
+VERSION = "2011-06-15"
+ALGORITHMS = ("RS256", "ES384")
+DEFAULT_DURATION, MIN_DURATION, MAX_DURATION = 300, 60, 3600
+CREDENTIALS_LIFETIME = 6 * 3600.0  # EKS Pod Identity's credentials live hours; the SDK refreshes them
+
+# audience, lifetime, the region signed for -> a token as AWS STS mints it
+Mint = Callable[[str, float, str], str]
+
+
+class AwsSts:
+    """STS's GetWebIdentityToken and the container credentials endpoint, minting through ``mint``."""
+
+    def __init__(self, mint: Mint, wall: Callable[[], float] = time.time) -> None:
+        self._mint = mint
+        self._wall = wall
+        self._secrets = {TEST_ACCESS_KEY: TEST_SECRET_KEY}
+        self._sessions: dict[str, str] = {}  # temporary access key -> its session token
+
+    async def sts(self, request: web.Request) -> web.Response:
+        body = await request.read()
+        try:
+            signed = sigv4.verify(
+                request.method, request.path, request.query_string, request.headers, body, self._secrets
+            )
+            if signed.service != "sts":
+                raise sigv4.Refusal(
+                    "SignatureDoesNotMatch", "Credential should be scoped to correct service: 'sts'. "
+                )
+            expected_token = self._sessions.get(signed.access_key)
+            if expected_token is not None and signed.session_token != expected_token:
+                raise sigv4.Refusal(
+                    "InvalidClientTokenId", "The security token included in the request is invalid."
+                )
+            form = dict(parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True))
+            audiences, lifetime = _web_identity_request(form)
+        except sigv4.Refusal as refused:
+            return _error(refused)
+        token = self._mint(audiences[0], lifetime, signed.region)
+        expiration = datetime.fromtimestamp(self._wall() + lifetime, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return _xml(
+            f'<GetWebIdentityTokenResponse xmlns="{XMLNS}">'
+            "<GetWebIdentityTokenResult>"
+            f"<WebIdentityToken>{token}</WebIdentityToken><Expiration>{expiration}</Expiration>"
+            "</GetWebIdentityTokenResult>"
+            f"<ResponseMetadata><RequestId>{uuid.uuid4()}</RequestId></ResponseMetadata>"
+            "</GetWebIdentityTokenResponse>",
+            200,
+        )
+
+    async def credentials(self, request: web.Request) -> web.Response:
+        if not request.headers.get("Authorization", "").strip():
+            return web.json_response(
+                {"code": "AccessDeniedException", "message": "Authorization header is missing"}, status=400
+            )
+        access_key = "ASIA" + secrets.token_hex(8).upper()
+        secret = secrets.token_urlsafe(30)
+        self._secrets[access_key] = secret
+        self._sessions[access_key] = secrets.token_urlsafe(48)
+        expiration = datetime.fromtimestamp(self._wall() + CREDENTIALS_LIFETIME, UTC)
+        return web.json_response(
+            {
+                "AccessKeyId": access_key,
+                "SecretAccessKey": secret,
+                "Token": self._sessions[access_key],
+                "AccountId": ACCOUNT,
+                "Expiration": expiration.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            }
+        )
+
+
+def _web_identity_request(form: dict[str, str]) -> tuple[list[str], float]:
+    """The audiences and lifetime asked for; Refusal in STS's words when the form is not valid."""
+    action = form.get("Action", "")
+    if action != "GetWebIdentityToken":
+        raise sigv4.Refusal("InvalidAction", f"Could not find operation {action} for version {VERSION}", 400)
+    audiences = [
+        form[name]
+        for name in sorted(
+            (name for name in form if name.startswith("Audience.member.")),
+            key=lambda name: int(name.rpartition(".")[2]) if name.rpartition(".")[2].isdigit() else 0,
+        )
+    ]
+    problems = []
+    if not audiences:
+        problems.append("Value null at 'audience' failed to satisfy constraint: Member must not be null")
+    elif len(audiences) > 10:
+        problems.append(
+            "Value at 'audience' failed to satisfy constraint: "
+            "Member must have length less than or equal to 10"
+        )
+    algorithm = form.get("SigningAlgorithm")
+    if algorithm not in ALGORITHMS:
+        problems.append(
+            f"Value '{algorithm}' at 'signingAlgorithm' failed to satisfy constraint: Member must satisfy "
+            f"enum value set: [{', '.join(ALGORITHMS)}]"
+        )
+    duration = form.get("DurationSeconds", str(DEFAULT_DURATION))
+    if not duration.isdigit() or not MIN_DURATION <= int(duration) <= MAX_DURATION:
+        problems.append(
+            f"Value '{duration}' at 'durationSeconds' failed to satisfy constraint: Member must have value "
+            f"between {MIN_DURATION} and {MAX_DURATION}"
+        )
+    if problems:
+        count = f"{len(problems)} validation error{'s' if len(problems) > 1 else ''} detected: "
+        raise sigv4.Refusal("ValidationError", count + "; ".join(problems), 400)
+    return audiences, float(duration)
+
+
+def _error(refused: sigv4.Refusal) -> web.Response:
+    kind = "Receiver" if refused.status >= 500 else "Sender"
+    return _xml(
+        f'<ErrorResponse xmlns="{XMLNS}"><Error><Type>{kind}</Type><Code>{refused.code}</Code>'
+        f"<Message>{escape(refused.message)}</Message></Error>"
+        f"<RequestId>{uuid.uuid4()}</RequestId></ErrorResponse>",
+        refused.status,
+    )
+
+
+def _xml(text: str, status: int) -> web.Response:
+    return web.Response(text=text, status=status, content_type="text/xml")
