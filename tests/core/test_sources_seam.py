@@ -28,3 +28,13 @@ def test_a_setting_of_another_source_is_refused() -> None:
     """--id-token-env with the file source is refused in one line naming both."""
     with pytest.raises(ConfigError, match="--id-token-env .* does not go with --id-token-source file"):
         parse_args([*REQUIRED, "--id-token-source", "file", "--id-token-env", "X"], {})
+
+
+def test_a_sources_own_setting_reaches_it_from_the_command_line() -> None:
+    """--azure-service-connection-id reaches the Azure Pipelines source through the daemon's one wiring."""
+    from tokenrelay.sidecar.daemon import id_token_source
+
+    env = {"SYSTEM_OIDCREQUESTURI": "http://127.0.0.1:9/oidc", "SYSTEM_ACCESSTOKEN": "t"}
+    argv = [*REQUIRED, "--id-token-source", "azure-pipelines", "--azure-service-connection-id", "c0ffee"]
+    source = id_token_source(parse_args(argv, env), None, env)
+    assert source.description.endswith("for service connection c0ffee")

@@ -3,13 +3,19 @@ cannot outlive the job."""
 
 from __future__ import annotations
 
+import os
 import time
 from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
 
 from tokenrelay.doctor.report import Outcome
 from tokenrelay.emulator.platforms import PLATFORMS, mint
+from tokenrelay.tokens.idsources import SOURCES
 
 from ..support.doctor import Platform, doctor, finding
+from ..support.platforms import environment, write_stand_ins
 
 CLOSED = "http://127.0.0.1:9"
 
@@ -80,3 +86,20 @@ async def test_a_source_missing_its_platform_says_what_to_set_up(
     assert read.outcome is Outcome.FAILED
     assert "SYSTEM_OIDCREQUESTURI and SYSTEM_ACCESSTOKEN" in read.message
     assert read.fix is not None and "$(System.AccessToken)" in read.fix
+
+
+@pytest.mark.parametrize("name", [name for name in SOURCES if name in PLATFORMS])
+async def test_every_platform_source_shows_its_choice_and_claims(
+    name: str, platform: Platform, environ: dict[str, str], tmp_path: Path
+) -> None:
+    """For each platform's source the doctor says which source reads and why, and shows the claims
+    (iss, sub, aud, exp) of the token it would present."""
+    job = environment(name, platform.server.emulator, write_stand_ins(tmp_path))
+    environ.update({**job, "PATH": f"{job['PATH']}{os.pathsep}{environ['PATH']}"})
+    report = await doctor(platform.argv("--id-token-source", name), environ)
+    chosen = finding(report, "oidc.source")
+    assert chosen.outcome is Outcome.PASSED
+    assert chosen.message.startswith(f"the {name} source (--id-token-source {name}) ")
+    shown = finding(report, "oidc.jwt")
+    assert f"iss={PLATFORMS[name].issuer}" in shown.message
+    assert {"iss", "sub", "aud", "exp"} <= set(shown.details["claims"])

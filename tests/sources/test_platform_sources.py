@@ -23,9 +23,21 @@ AUDIENCE_FIXED = {"azure-pipelines": "api://AzureADTokenExchange"}  # Entra ID's
 
 
 def build(
-    name: str, emulator: Emulator, http: aiohttp.ClientSession, env: dict[str, str], **more: object
+    name: str,
+    emulator: Emulator,
+    http: aiohttp.ClientSession,
+    env: dict[str, str],
+    *,
+    id_token_env: str | None = None,
+    settings: dict[str, str] | None = None,
 ) -> Source:
-    inputs = SourceInputs(environ=env, audience=emulator.base_url, session=http, **more)  # type: ignore[arg-type]
+    inputs = SourceInputs(
+        environ=env,
+        audience=emulator.base_url,
+        session=http,
+        id_token_env=id_token_env,
+        settings=settings or {},
+    )
     return SOURCES[name].build(inputs)
 
 
@@ -173,7 +185,7 @@ async def test_azure_pipelines_needs_its_service_connection(
         ConfigError, match="--azure-service-connection-id .* else AZURESUBSCRIPTION_SERVICE_CONNECTION_ID"
     ):
         build("azure-pipelines", emulator, http, env)
-    source = build("azure-pipelines", emulator, http, env, azure_service_connection_id="c0ffee")
+    source = build("azure-pipelines", emulator, http, env, settings={"azure_service_connection_id": "c0ffee"})
     assert "c0ffee" in source.description and await source.read()
 
 
@@ -198,3 +210,16 @@ def test_the_emulate_mint_platforms_are_the_played_ones() -> None:
 
     assert set(PLATFORM_NAMES) == set(PLATFORMS)
     assert json.loads(json.dumps(sorted(PLATFORMS)))
+
+
+def test_the_stand_in_commands_start_without_aiohttp() -> None:
+    """A stand-in runs once per exchange, like the real command: it loads neither aiohttp nor the API."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from tokenrelay.emulator import cli; "
+        "print(sorted(m for m in ('aiohttp', 'tokenrelay.emulator.app') if m in sys.modules))"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]"

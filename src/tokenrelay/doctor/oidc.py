@@ -20,7 +20,6 @@ from ..lite.redact import fingerprint
 from ..lite.timestamps import format_timestamp
 from ..sidecar.daemon import id_token_source
 from ..tokens.idsources import SOURCES, Source
-from ..tokens.idsources.auto import AutoSource
 from .report import Check, failed, passed, skipped, warning
 
 # kubelet replaces a projected token once 80% of its life has passed: a token older than that in
@@ -96,12 +95,8 @@ async def check(
 
 def _chosen(settings: Settings, reader: Source) -> Check:
     """Which source reads the token, why that one, and whether it can mint another."""
-    chosen = reader.chosen if isinstance(reader, AutoSource) and reader.chosen is not None else reader
-    why = (
-        f"auto: {reader.why}"
-        if isinstance(reader, AutoSource)
-        else f"--id-token-source {settings.id_token_source}"
-    )
+    chosen, detected = reader.choice()
+    why = detected or f"--id-token-source {settings.id_token_source}"
     if reader.mints:
         kind = f"mints a new token for {expected_audience(settings)} at every exchange"
     elif reader.fixed:

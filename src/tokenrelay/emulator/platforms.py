@@ -296,6 +296,7 @@ class PlatformEndpoints:
     ) -> None:
         self._issuer = issuer
         self._lifetime = lifetime
+        self._wall = wall
         self.calls: dict[str, int] = {}  # platform -> tokens minted, for tests and the curious
         self.aws = awssts.AwsSts(self._mint_aws, wall)
 
@@ -384,7 +385,7 @@ class PlatformEndpoints:
         if not resource:
             return _azure_error("invalid_resource", "AADSTS500011: The resource principal was not found", 400)
         token = self._mint("azure", resource)
-        now = int(time.time())
+        now = int(self._wall())
         return web.json_response(
             {
                 "access_token": token,

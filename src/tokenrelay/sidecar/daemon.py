@@ -193,7 +193,7 @@ def build(
     connector = aiohttp.TCPConnector(limit=16, ttl_dns_cache=60, ssl=session_context())
     session = aiohttp.ClientSession(connector=connector, trust_env=True)
     source = id_token_source(settings, session, env, wall)
-    board = StatusBoard(source.description, forward=metrics.id_token if metrics else None)
+    board = StatusBoard(lambda: source.description, forward=metrics.id_token if metrics else None)
     exchanger = Exchanger(
         session,
         settings.auth_url,
@@ -298,7 +298,11 @@ def source_inputs(
         audience=settings.id_token_audience or settings.auth_url,
         id_token_file=settings.id_token_file,
         id_token_env=settings.id_token_env,
-        azure_service_connection_id=settings.azure_service_connection_id,
+        settings={
+            name: str(value)
+            for name in idtoken.SOURCE_SETTINGS
+            if (value := getattr(settings, name)) is not None
+        },
         timeout=settings.exchange_timeout,
         session=session,
         wall=wall,

@@ -12,13 +12,14 @@ from __future__ import annotations
 from .base import IdToken, IdTokenSource, Source, SourceInputs, checked
 from .github import MAX_GITHUB_ANSWER_BYTES, GitHubActionsSource
 from .local import FILE_SETTING, FileSource
-from .registry import SOURCES
+from .registry import SOURCE_SETTINGS, SOURCES
 from .variables import EnvSource
 
 __all__ = [
     "FILE_SETTING",
     "MAX_GITHUB_ANSWER_BYTES",
     "SOURCES",
+    "SOURCE_SETTINGS",
     "EnvSource",
     "FileSource",
     "GitHubActionsSource",

@@ -16,16 +16,12 @@ log line names the source chosen and why. Once chosen, the source is kept.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
-import logging
 from dataclasses import dataclass, field
 
 from ...errors import ConfigError, IdTokenError
 from .base import IdToken, Source, SourceInputs
 from .registry import SOURCES
-
-log = logging.getLogger("tokenrelay")
 
 ORDER: tuple[str, ...] = (
     # 1. workload-identity token files
@@ -82,8 +78,10 @@ class AutoSource(Source):
     def _announce(self, source: Source) -> None:
         """The one log line, at the first read (building twice, as the daemon does, logs nothing)."""
         if not self.announced:
+            import logging  # `config` reads the table of sources, and must stay cheap
+
             self.announced = True
-            log.info(
+            logging.getLogger("tokenrelay").info(
                 f"auto chose the {source.name} OIDC token source: {self.why}",
                 extra={"source": source.name, "why": self.why},
             )
@@ -100,6 +98,8 @@ class AutoSource(Source):
         if self.chosen is not None:
             self._announce(self.chosen)
             return await self.chosen.read()
+        import asyncio
+
         probed = [name for name in ORDER if SOURCES[name].probes]
         quick = dataclasses.replace(self.inputs, timeout=min(self.inputs.timeout, PROBE_TIMEOUT))
         lines, candidates = [], {}
@@ -127,6 +127,9 @@ class AutoSource(Source):
             + "; ".join(lines)
             + "); choose the source with --id-token-source"
         )
+
+    def choice(self) -> tuple[Source, str | None]:
+        return (self.chosen, f"auto: {self.why}") if self.chosen is not None else (self, None)
 
     def fix(self) -> str:
         return self.chosen.fix() if self.chosen is not None else self.setup

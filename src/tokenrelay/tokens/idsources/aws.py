@@ -19,9 +19,6 @@ thread, each bounded (one attempt, connect and read timeouts; a metadata server'
 
 from __future__ import annotations
 
-import asyncio
-import importlib.util
-import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -85,6 +82,8 @@ class AwsSource(Source):
     @classmethod
     def build(cls, inputs: SourceInputs) -> AwsSource:
         env = inputs.environ
+        import importlib.util  # here: reading the table of sources stays cheap
+
         if importlib.util.find_spec("botocore") is None:
             raise ConfigError(f"--id-token-source aws needs botocore: {EXTRA}")
         region = next((env[name] for name in REGION_VARIABLES if env.get(name)), None)
@@ -108,6 +107,8 @@ class AwsSource(Source):
         return None
 
     async def read(self) -> IdToken:
+        import asyncio
+
         try:
             # the thread's own calls are bounded too: a cancelled wait leaves it to finish soon
             token = await asyncio.wait_for(asyncio.to_thread(self._mint), self.timeout)
@@ -141,6 +142,8 @@ class AwsSource(Source):
 
     def _new_client(self) -> Any:
         """botocore's STS client, its credentials from the chain read in ``environ``."""
+        import logging
+
         import botocore.session
         from botocore import credentials
         from botocore.config import Config

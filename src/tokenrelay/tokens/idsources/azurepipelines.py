@@ -59,7 +59,7 @@ class AzurePipelinesSource(Source):
         missing = [name for name in (URL_VARIABLE, TOKEN_VARIABLE) if not env.get(name)]
         if missing:
             raise ConfigError(f"--id-token-source azure-pipelines needs {' and '.join(missing)}; {cls.setup}")
-        connection = inputs.azure_service_connection_id or env.get(CONNECTION_VARIABLE)
+        connection = inputs.settings.get("azure_service_connection_id") or env.get(CONNECTION_VARIABLE)
         if not connection:
             raise ConfigError(
                 f"--id-token-source azure-pipelines needs the service connection's id: {CONNECTION_SETTING}, "

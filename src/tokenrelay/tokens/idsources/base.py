@@ -17,9 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
-from ...lite.names import DEFAULT_EXCHANGE_TIMEOUT
-from ...lite.oidccheck import checked as checked_token
-from ...lite.timestamps import format_timestamp
+from ...lite.names import DEFAULT_EXCHANGE_TIMEOUT, where
 
 if TYPE_CHECKING:
     import aiohttp
@@ -42,6 +40,8 @@ class IdToken:
 
 def checked(raw: str, where: str, wall: Callable[[], float] = time.time) -> IdToken:
     """``raw`` as an IdToken; IdTokenError when it is empty or an expired JWT."""
+    from ...lite.oidccheck import checked as checked_token  # (datetime): config reads this module
+
     return IdToken(*checked_token(raw, where, wall))
 
 
@@ -64,11 +64,15 @@ class SourceInputs:
     audience: str  # what a source that mints asks for: --id-token-audience, else the --auth-url
     id_token_file: str = ""
     id_token_env: str | None = None
-    azure_service_connection_id: str | None = None
+    # Every other setting a source lists in its ``options`` that is set, by option name (e.g.
+    # ``azure_service_connection_id``): a new source's setting needs no field here, nor wiring.
+    settings: Mapping[str, str] = field(default_factory=dict)
     timeout: float = DEFAULT_EXCHANGE_TIMEOUT  # total, of one read that asks the platform
     connect_timeout: float = METADATA_CONNECT_TIMEOUT  # of a metadata server's connection
-    session: aiohttp.ClientSession | None = field(default=None, repr=False)
+    session: aiohttp.ClientSession | None = field(default=None, repr=False)  # None: one per request
     wall: Callable[[], float] = field(default=time.time, repr=False)
+    # How a message names a setting: `tokenrelay run`'s flag and variable; the helpers' variable.
+    spell: Callable[[str], str] = field(default=where, repr=False)
 
 
 class Source(abc.ABC):
@@ -86,8 +90,8 @@ class Source(abc.ABC):
     # True when ``auto`` can only tell by asking (a metadata server): it tries a read, with short
     # timeouts, after every source that its markers in the environment name.
     probes: ClassVar[bool] = False
-    # The settings beyond the audience that this source reads (config refuses the others with it),
-    # and those it cannot do without.
+    # The settings beyond the audience that this source reads (config refuses the others with it;
+    # SourceInputs carries them), and those it cannot do without.
     options: ClassVar[tuple[str, ...]] = ()
     required: ClassVar[tuple[str, ...]] = ()
     # What the platform must provide for ``build`` to succeed: the doctor's fix when it does not.
@@ -120,6 +124,10 @@ class Source(abc.ABC):
     def fix(self) -> str:
         """What to do when ``read`` fails, for the doctor."""
 
+    def choice(self) -> tuple[Source, str | None]:
+        """The source that reads, and why it was chosen when it was detected (None: it was named)."""
+        return self, None
+
     def renewal(self) -> str:
         """What to do when the token read is expired or past its renewal, for the doctor."""
         return "fetch a fresh token: whatever sets it has stopped renewing it"
@@ -136,6 +144,8 @@ class Source(abc.ABC):
         end = now + self.horizon(now)
         if expiry >= end:
             return None
+        from ...lite.timestamps import format_timestamp
+
         return (
             f"the OIDC token in {self.description} expires at {format_timestamp(expiry)}, in "
             f"{max(expiry - now, 0):.0f}s, before the job is likely to end ({format_timestamp(end)}); "

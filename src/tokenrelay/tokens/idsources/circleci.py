@@ -7,7 +7,6 @@ an hour; the CLI mints one for our audience whenever asked, so a job of any leng
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -50,6 +49,8 @@ class CircleCiSource(Source):
         return "CIRCLECI=true" if environ.get("CIRCLECI") == "true" else None
 
     async def read(self) -> IdToken:
+        import json
+
         claims = json.dumps({"aud": self.audience})
         text = await commands.output(
             [CLI, "run", "oidc", "get", "--claims", claims],

@@ -8,8 +8,6 @@ shaped like a token.
 
 from __future__ import annotations
 
-import asyncio
-import shutil
 from collections.abc import Mapping, Sequence
 
 from ...errors import IdTokenError
@@ -19,6 +17,8 @@ from .httpfetch import platform_words
 
 def which(command: str, environ: Mapping[str, str]) -> str | None:
     """The command's path on the environment's PATH, else None."""
+    import shutil
+
     return shutil.which(command, path=environ.get("PATH"))
 
 
@@ -26,6 +26,8 @@ async def output(
     argv: Sequence[str], *, environ: Mapping[str, str], timeout: float, what: str, hint: str = ""
 ) -> str:
     """The command's standard output as text; IdTokenError naming ``what`` when it fails."""
+    import asyncio  # (and shutil): `config` reads the table of sources, and must stay cheap
+
     path = which(argv[0], environ)
     if path is None:
         raise IdTokenError(f"{argv[0]} is not on PATH ({what}){hint}")

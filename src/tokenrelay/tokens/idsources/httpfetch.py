@@ -8,13 +8,11 @@ followed: the request carries the platform's credential. aiohttp loads only when
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ...errors import IdTokenError
 from ...lite.oidccheck import MAX_ID_TOKEN_BYTES
-from ...lite.redact import scrub
 
 if TYPE_CHECKING:
     import aiohttp
@@ -39,8 +37,19 @@ async def fetch(
     """The body of a 200 answer; IdTokenError naming ``what`` (the endpoint, never its secrets)."""
     import aiohttp
 
-    if session is None:
-        raise IdTokenError(f"cannot ask {what}: no HTTP session (tokenrelay's own bug)")
+    if session is None:  # a one-off read (the credential helpers' direct exchange): a session of its own
+        async with aiohttp.ClientSession() as own:
+            return await fetch(
+                own,
+                method,
+                url,
+                what=what,
+                params=params,
+                headers=headers,
+                timeout=timeout,
+                connect_timeout=connect_timeout,
+                hint=hint,
+            )
     bounds = aiohttp.ClientTimeout(total=timeout, sock_connect=connect_timeout)
     try:
         async with session.request(
@@ -65,6 +74,8 @@ async def fetch(
 
 def json_field(body: bytes, name: str, what: str) -> str:
     """The string ``name`` of a JSON object answer; IdTokenError when it is not there."""
+    import json
+
     try:
         document: Any = json.loads(body)
     except ValueError:
@@ -77,6 +88,10 @@ def json_field(body: bytes, name: str, what: str) -> str:
 
 def platform_words(body: bytes) -> str:
     """What a refusal says, in the platform's words: its JSON message, else its first line."""
+    import json
+
+    from ...lite.redact import scrub
+
     text = body.decode("utf-8", "replace")
     try:
         document: Any = json.loads(text)

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...lite.names import where
-from ...lite.oidccheck import read_id_token_file
 from .base import IdToken, Source, SourceInputs
 
 FILE_SETTING = where("id_token_file")
@@ -31,13 +30,14 @@ class FileSource(Source):
     path: str
     wall: Callable[[], float] = time.time
     description: str = ""
+    setting: str = FILE_SETTING  # what points at the file, for messages
 
     def __post_init__(self) -> None:
         self.description = f"file {self.path}"
 
     @classmethod
     def build(cls, inputs: SourceInputs) -> FileSource:
-        return cls(inputs.id_token_file, inputs.wall)
+        return cls(inputs.id_token_file, inputs.wall, setting=inputs.spell("id_token_file"))
 
     @classmethod
     def detect(cls, inputs: SourceInputs) -> tuple[str, Source] | None:
@@ -45,21 +45,23 @@ class FileSource(Source):
         federated = inputs.environ.get(AZURE_FEDERATED_TOKEN_FILE)
         if federated:
             return f"{AZURE_FEDERATED_TOKEN_FILE} is set (Azure workload identity)", cls(
-                federated, inputs.wall
+                federated, inputs.wall, setting=AZURE_FEDERATED_TOKEN_FILE
             )
         if Path(inputs.id_token_file).is_file():
             return f"a token file is at {inputs.id_token_file} ({FILE_SETTING})", cls.build(inputs)
         return None
 
     async def read(self) -> IdToken:
+        from ...lite.oidccheck import read_id_token_file  # (datetime): config reads this module
+
         # A small local file: reading it inline costs less than a thread hop.
-        return IdToken(*read_id_token_file(self.path, FILE_SETTING, self.wall))
+        return IdToken(*read_id_token_file(self.path, self.setting, self.wall))
 
     def fix(self) -> str:
         return (
             f"mount the platform's token at {self.path} (in Kubernetes a projected "
             "serviceAccountToken volume, mounted as a directory, readable by the pod's runAsUser or "
-            f"fsGroup) or point {FILE_SETTING} at it"
+            f"fsGroup) or point {self.setting} at it"
         )
 
     def renewal(self) -> str:

@@ -38,6 +38,17 @@ SOURCES: dict[str, type[Source]] = {
     )
 }
 
+# The settings only some sources read, beyond the OIDC token file and variable that SourceInputs
+# names: SourceInputs.settings carries them, filled from this list by the daemon and the helpers.
+SOURCE_SETTINGS = tuple(
+    dict.fromkeys(
+        option
+        for source in SOURCES.values()
+        for option in source.options
+        if option not in ("id_token_file", "id_token_env")
+    )
+)
+
 
 def _register_auto() -> None:
     from .auto import AutoSource  # it reads SOURCES itself

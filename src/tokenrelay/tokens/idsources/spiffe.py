@@ -20,11 +20,9 @@ package already depends on.
 
 from __future__ import annotations
 
-import importlib.util
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from urllib.parse import urlsplit
 
 from ...errors import ConfigError, IdTokenError
 from ...lite.names import DEFAULT_EXCHANGE_TIMEOUT
@@ -42,6 +40,8 @@ def grpc_target(endpoint: str) -> str:
 
     The SPIFFE Workload Endpoint spec: ``unix:`` with an absolute path and nothing else, or ``tcp:``
     with an IP address and a port."""
+    from urllib.parse import urlsplit
+
     parts = urlsplit(endpoint)
     if parts.scheme == "unix":
         if parts.netloc or not parts.path.startswith("/") or parts.query or parts.fragment:
@@ -91,6 +91,8 @@ class SpiffeSource(Source):
             raise ConfigError(
                 f"{SOCKET_VARIABLE}={endpoint!r} is not a Workload API address: {exc}"
             ) from None
+        import importlib.util  # here: reading the table of sources stays cheap
+
         if importlib.util.find_spec("grpc") is None:
             raise ConfigError(f"--id-token-source spiffe needs grpcio: {EXTRA}")
         return cls(endpoint, target, inputs.audience, inputs.timeout, inputs.wall)

@@ -7,19 +7,15 @@ per token says so, and the doctor reports the same.
 
 from __future__ import annotations
 
-import logging
 import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
 
 from ...errors import IdTokenError
 from ...lite.names import where
 from ...lite.redact import fingerprint
 from .base import IdToken, Source, SourceInputs, checked
-
-log = logging.getLogger("tokenrelay")
 
 ENV_SETTING = where("id_token_env")
 GITLAB_DEFAULT_VARIABLE = "TOKENRELAY_ID_TOKEN"
@@ -56,7 +52,9 @@ class VariableSource(Source):
         self.warned = seen
         short = self.shortfall(token.expiry, self.wall())
         if short:
-            log.warning(short, extra={"source": self.name, "idToken": seen})
+            import logging  # `config` reads the table of sources, and must stay cheap
+
+            logging.getLogger("tokenrelay").warning(short, extra={"source": self.name, "idToken": seen})
 
 
 @dataclass(slots=True)
@@ -69,18 +67,21 @@ class EnvSource(VariableSource):
     options = ("id_token_env",)
     required = ("id_token_env",)
 
+    named_by: str = "--id-token-env"
+
     def __post_init__(self) -> None:
         self.description = f"environment variable {self.variable}"
 
     @classmethod
     def build(cls, inputs: SourceInputs) -> EnvSource:
         assert inputs.id_token_env is not None  # config requires it (``required``)
-        return cls(inputs.id_token_env, inputs.environ, inputs.wall)
+        named_by = inputs.spell("id_token_env").split(" (env ")[0]  # the flag alone, or the variable
+        return cls(inputs.id_token_env, inputs.environ, inputs.wall, named_by=named_by)
 
     async def read(self) -> IdToken:
         value = self.environ.get(self.variable)
         if value is None:
-            raise IdTokenError(f"environment variable {self.variable} (named by --id-token-env) is not set")
+            raise IdTokenError(f"environment variable {self.variable} (named by {self.named_by}) is not set")
         return checked(value, self.description, self.wall)
 
     def fix(self) -> str:
@@ -112,6 +113,8 @@ class GitLabSource(VariableSource):
 
     def horizon(self, now: float) -> float:
         # The job ends by its start plus its timeout, both of which GitLab tells the job.
+        from datetime import datetime
+
         timeout, started = self.environ.get("CI_JOB_TIMEOUT"), self.environ.get("CI_JOB_STARTED_AT")
         try:
             end = datetime.fromisoformat(started or "").timestamp() + float(timeout or "")
