@@ -3,9 +3,11 @@ endpoint overrides, the platforms' own refusals, bounded silence, and imports on
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -221,3 +223,20 @@ def test_other_sources_load_neither_botocore_nor_grpcio() -> None:
     )
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert loaded.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("name", ["aws", "spiffe"])
+async def test_a_credential_helpers_direct_exchange_reads_through_the_source(
+    name: str, emulator: Emulator
+) -> None:
+    """With TOKENRELAY_ID_TOKEN_SOURCE naming aws or spiffe, a credential helper's direct exchange
+    reads a token minted there for the auth URL (on an event loop of its own, as a helper runs)."""
+    from tokenrelay.helpers.direct import read_id_token
+
+    env = {**aws_env(emulator), **environment(name, emulator), "TOKENRELAY_ID_TOKEN_SOURCE": name}
+    token = await asyncio.to_thread(
+        read_id_token, env, time.time(), auth_url="https://auth.example.com", timeout=5.0
+    )
+    claims = unverified_claims(token)
+    assert claims is not None and claims["aud"] == "https://auth.example.com"
+    assert emulator.platforms.calls[name] == 1

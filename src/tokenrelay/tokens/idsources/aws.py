@@ -85,11 +85,11 @@ class AwsSource(Source):
         import importlib.util  # here: reading the table of sources stays cheap
 
         if importlib.util.find_spec("botocore") is None:
-            raise ConfigError(f"--id-token-source aws needs botocore: {EXTRA}")
+            raise ConfigError(f"the aws OIDC token source needs botocore: {EXTRA}")
         region = next((env[name] for name in REGION_VARIABLES if env.get(name)), None)
         if region is None:
             raise ConfigError(
-                "--id-token-source aws needs the region: set AWS_REGION (GetWebIdentityToken has no "
+                "the aws OIDC token source needs the region: set AWS_REGION (GetWebIdentityToken has no "
                 "global endpoint)"
             )
         endpoint = None

@@ -82,7 +82,7 @@ class SpiffeSource(Source):
         endpoint = inputs.environ.get(SOCKET_VARIABLE, "")
         if not endpoint:
             raise ConfigError(
-                f"--id-token-source spiffe needs {SOCKET_VARIABLE}: the Workload API's socket, "
+                f"the spiffe OIDC token source needs {SOCKET_VARIABLE}: the Workload API's socket, "
                 "e.g. unix:///run/spire/agent-sockets/api.sock"
             )
         try:
@@ -94,7 +94,7 @@ class SpiffeSource(Source):
         import importlib.util  # here: reading the table of sources stays cheap
 
         if importlib.util.find_spec("grpc") is None:
-            raise ConfigError(f"--id-token-source spiffe needs grpcio: {EXTRA}")
+            raise ConfigError(f"the spiffe OIDC token source needs grpcio: {EXTRA}")
         return cls(endpoint, target, inputs.audience, inputs.timeout, inputs.wall)
 
     @classmethod
