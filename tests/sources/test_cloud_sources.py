@@ -74,6 +74,22 @@ async def test_aws_signs_with_eks_pod_identitys_container_credentials(
         await build("aws", bare, "https://auth.example.com").read()
 
 
+async def test_aws_signs_with_an_instance_profile_through_imdsv2(emulator: Emulator) -> None:
+    """With nothing else in the chain, IMDSv2 (a session token, then the instance profile's role and
+    its credentials) signs the call."""
+    env = aws_env(
+        emulator,
+        AWS_ACCESS_KEY_ID="",
+        AWS_SECRET_ACCESS_KEY="",
+        AWS_EC2_METADATA_SERVICE_ENDPOINT=emulator.base_url,
+        AWS_EC2_METADATA_V1_DISABLED="true",
+    )
+    token = await build("aws", env, "https://auth.example.com").read()
+    claims = unverified_claims(token.value)
+    assert claims is not None and claims["sub"] == AWS_ROLE
+    assert emulator.platforms.aws._sessions  # temporary credentials were handed out and used
+
+
 async def test_aws_refusals_are_stss_own_words_without_secrets(emulator: Emulator) -> None:
     """A wrong secret is STS's SignatureDoesNotMatch, an unknown key its InvalidClientTokenId: one line
     naming the endpoint, with no secret in it."""

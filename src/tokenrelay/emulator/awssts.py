@@ -13,6 +13,11 @@ temporary credentials the container endpoint handed out, with their session toke
 Container credentials (``GET /platforms/aws/credentials``): what EKS Pod Identity's agent and ECS
 answer at ``AWS_CONTAINER_CREDENTIALS_FULL_URI`` to a request whose ``Authorization`` is the token of
 ``AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE`` (any non-empty value here): temporary credentials as JSON.
+
+IMDSv2 at its real paths (point ``AWS_EC2_METADATA_SERVICE_ENDPOINT`` at the emulator): ``PUT
+/latest/api/token`` with ``X-aws-ec2-metadata-token-ttl-seconds`` gives a session token, which
+``GET /latest/meta-data/iam/security-credentials/[ROLE]`` requires (IMDSv1's token-less reads are
+refused, as on an instance that requires IMDSv2): the instance profile's role, then its credentials.
 """
 
 from __future__ import annotations
@@ -40,6 +45,9 @@ VERSION = "2011-06-15"
 ALGORITHMS = ("RS256", "ES384")
 DEFAULT_DURATION, MIN_DURATION, MAX_DURATION = 300, 60, 3600
 CREDENTIALS_LIFETIME = 6 * 3600.0  # EKS Pod Identity's credentials live hours; the SDK refreshes them
+IMDS_TOKEN_PATH = "/latest/api/token"
+IMDS_ROLES_PATH = "/latest/meta-data/iam/security-credentials/"
+INSTANCE_ROLE = "app"  # the instance profile's role name
 
 # audience, lifetime, the region signed for -> a token as AWS STS mints it
 Mint = Callable[[str, float, str], str]
@@ -53,6 +61,7 @@ class AwsSts:
         self._wall = wall
         self._secrets = {TEST_ACCESS_KEY: TEST_SECRET_KEY}
         self._sessions: dict[str, str] = {}  # temporary access key -> its session token
+        self._imds_tokens: set[str] = set()
 
     async def sts(self, request: web.Request) -> web.Response:
         body = await request.read()
@@ -90,20 +99,40 @@ class AwsSts:
             return web.json_response(
                 {"code": "AccessDeniedException", "message": "Authorization header is missing"}, status=400
             )
+        return web.json_response({**self._issue(), "AccountId": ACCOUNT})
+
+    async def imds_token(self, request: web.Request) -> web.Response:
+        ttl = request.headers.get("X-aws-ec2-metadata-token-ttl-seconds", "")
+        if not ttl.isdigit() or not 1 <= int(ttl) <= 21600:
+            return web.Response(status=400, text="Bad Request")
+        token = secrets.token_urlsafe(40)
+        self._imds_tokens.add(token)
+        return web.Response(text=token, headers={"X-aws-ec2-metadata-token-ttl-seconds": ttl})
+
+    async def imds_credentials(self, request: web.Request) -> web.Response:
+        if request.headers.get("X-aws-ec2-metadata-token") not in self._imds_tokens:
+            return web.Response(status=401, text="Unauthorized")
+        role = request.match_info.get("role", "")
+        if not role:
+            return web.Response(text=INSTANCE_ROLE)
+        if role != INSTANCE_ROLE:
+            return web.Response(status=404, text="Not Found")
+        now = datetime.fromtimestamp(self._wall(), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return web.json_response({"Code": "Success", "LastUpdated": now, "Type": "AWS-HMAC", **self._issue()})
+
+    def _issue(self) -> dict[str, str]:
+        """New temporary credentials that STS accepts, with their session token."""
         access_key = "ASIA" + secrets.token_hex(8).upper()
         secret = secrets.token_urlsafe(30)
         self._secrets[access_key] = secret
         self._sessions[access_key] = secrets.token_urlsafe(48)
         expiration = datetime.fromtimestamp(self._wall() + CREDENTIALS_LIFETIME, UTC)
-        return web.json_response(
-            {
-                "AccessKeyId": access_key,
-                "SecretAccessKey": secret,
-                "Token": self._sessions[access_key],
-                "AccountId": ACCOUNT,
-                "Expiration": expiration.strftime("%Y-%m-%dT%H:%M:%SZ"),
-            }
-        )
+        return {
+            "AccessKeyId": access_key,
+            "SecretAccessKey": secret,
+            "Token": self._sessions[access_key],
+            "Expiration": expiration.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        }
 
 
 def _web_identity_request(form: dict[str, str]) -> tuple[list[str], float]:

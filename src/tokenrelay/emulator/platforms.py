@@ -319,6 +319,9 @@ class PlatformEndpoints:
         routes.add_post("/platforms/circleci/oidc", guarded(self._circleci))
         routes.add_post(awssts.STS_PATH, guarded(self.aws.sts))
         routes.add_get(awssts.CREDENTIALS_PATH, guarded(self.aws.credentials))
+        routes.add_put(awssts.IMDS_TOKEN_PATH, guarded(self.aws.imds_token))
+        routes.add_get(awssts.IMDS_ROLES_PATH, guarded(self.aws.imds_credentials))
+        routes.add_get(awssts.IMDS_ROLES_PATH + "{role}", guarded(self.aws.imds_credentials))
 
     def _mint(self, name: str, audience: str | None) -> str:
         self.calls[name] = self.calls.get(name, 0) + 1
