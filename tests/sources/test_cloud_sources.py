@@ -90,6 +90,26 @@ async def test_aws_signs_with_an_instance_profile_through_imdsv2(emulator: Emula
     assert emulator.platforms.aws._sessions  # temporary credentials were handed out and used
 
 
+async def test_aws_signs_with_irsas_web_identity_token_file(emulator: Emulator, tmp_path: Path) -> None:
+    """With AWS_WEB_IDENTITY_TOKEN_FILE and AWS_ROLE_ARN (EKS IAM roles for service accounts), the
+    service-account token is exchanged at STS (AssumeRoleWithWebIdentity) for the credentials that sign;
+    a token STS cannot verify is its InvalidIdentityToken, in one line."""
+    token_file = tmp_path / "token"
+    token_file.write_text(emulator.issuer.mint("system:serviceaccount:default:app", "sts.amazonaws.com"))
+    irsa = {
+        "AWS_ACCESS_KEY_ID": "",
+        "AWS_SECRET_ACCESS_KEY": "",
+        "AWS_WEB_IDENTITY_TOKEN_FILE": str(token_file),
+        "AWS_ROLE_ARN": AWS_ROLE,
+    }
+    token = await build("aws", aws_env(emulator, **irsa), "https://auth.example.com").read()
+    assert unverified_claims(token.value) is not None
+    token_file.write_text("not-a-jwt")
+    with pytest.raises(IdTokenError) as refused:
+        await build("aws", aws_env(emulator, **irsa), "https://auth.example.com").read()
+    assert "InvalidIdentityToken" in str(refused.value) and "\n" not in str(refused.value)
+
+
 async def test_aws_refusals_are_stss_own_words_without_secrets(emulator: Emulator) -> None:
     """A wrong secret is STS's SignatureDoesNotMatch, an unknown key its InvalidClientTokenId: one line
     naming the endpoint, with no secret in it."""

@@ -14,6 +14,10 @@ Container credentials (``GET /platforms/aws/credentials``): what EKS Pod Identit
 answer at ``AWS_CONTAINER_CREDENTIALS_FULL_URI`` to a request whose ``Authorization`` is the token of
 ``AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE`` (any non-empty value here): temporary credentials as JSON.
 
+``AssumeRoleWithWebIdentity`` at the same path (unsigned, as IRSA's SDKs send it): a web identity
+token that verifies as the token service verifies (the emulator's issuer, a played one, or a
+``--trust-issuer``) for temporary credentials; a token that does not is ``InvalidIdentityToken``.
+
 IMDSv2 at its real paths (point ``AWS_EC2_METADATA_SERVICE_ENDPOINT`` at the emulator): ``PUT
 /latest/api/token`` with ``X-aws-ec2-metadata-token-ttl-seconds`` gives a session token, which
 ``GET /latest/meta-data/iam/security-credentials/[ROLE]`` requires (IMDSv1's token-less reads are
@@ -25,14 +29,16 @@ from __future__ import annotations
 import secrets
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
+from typing import Any
 from urllib.parse import parse_qsl
 from xml.sax.saxutils import escape
 
 from aiohttp import web
 
 from . import sigv4
+from .errors import ApiError
 
 STS_PATH = "/platforms/aws/sts"
 CREDENTIALS_PATH = "/platforms/aws/credentials"
@@ -51,13 +57,15 @@ INSTANCE_ROLE = "app"  # the instance profile's role name
 
 # audience, lifetime, the region signed for -> a token as AWS STS mints it
 Mint = Callable[[str, float, str], str]
+Verify = Callable[[str], Awaitable[dict[str, Any]]]  # an OIDC token -> its verified claims, or ApiError
 
 
 class AwsSts:
     """STS's GetWebIdentityToken and the container credentials endpoint, minting through ``mint``."""
 
-    def __init__(self, mint: Mint, wall: Callable[[], float] = time.time) -> None:
+    def __init__(self, mint: Mint, verify: Verify, wall: Callable[[], float] = time.time) -> None:
         self._mint = mint
+        self._verify = verify
         self._wall = wall
         self._secrets = {TEST_ACCESS_KEY: TEST_SECRET_KEY}
         self._sessions: dict[str, str] = {}  # temporary access key -> its session token
@@ -65,6 +73,9 @@ class AwsSts:
 
     async def sts(self, request: web.Request) -> web.Response:
         body = await request.read()
+        form = dict(parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True))
+        if form.get("Action") == "AssumeRoleWithWebIdentity":  # unsigned: the token is the credential
+            return await self._assume_role_with_web_identity(form)
         try:
             signed = sigv4.verify(
                 request.method, request.path, request.query_string, request.headers, body, self._secrets
@@ -78,7 +89,6 @@ class AwsSts:
                 raise sigv4.Refusal(
                     "InvalidClientTokenId", "The security token included in the request is invalid."
                 )
-            form = dict(parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True))
             audiences, lifetime = _web_identity_request(form)
         except sigv4.Refusal as refused:
             return _error(refused)
@@ -91,6 +101,42 @@ class AwsSts:
             "</GetWebIdentityTokenResult>"
             f"<ResponseMetadata><RequestId>{uuid.uuid4()}</RequestId></ResponseMetadata>"
             "</GetWebIdentityTokenResponse>",
+            200,
+        )
+
+    async def _assume_role_with_web_identity(self, form: dict[str, str]) -> web.Response:
+        """IRSA's exchange: a Kubernetes service-account token (AWS_WEB_IDENTITY_TOKEN_FILE) for the
+        role's temporary credentials. The token must verify as the emulator's token service verifies."""
+        role, session = form.get("RoleArn", ""), form.get("RoleSessionName", "")
+        if not role or not session:
+            missing = "roleArn" if not role else "roleSessionName"
+            return _error(
+                sigv4.Refusal(
+                    "ValidationError",
+                    f"1 validation error detected: Value null at '{missing}' failed to satisfy constraint: "
+                    "Member must not be null",
+                    400,
+                )
+            )
+        try:
+            claims = await self._verify(form.get("WebIdentityToken", ""))
+        except ApiError as exc:
+            return _error(sigv4.Refusal("InvalidIdentityToken", exc.message, 400))
+        credentials = self._issue()
+        name = role.rpartition("/")[2]
+        return _xml(
+            f'<AssumeRoleWithWebIdentityResponse xmlns="{XMLNS}"><AssumeRoleWithWebIdentityResult>'
+            f"<SubjectFromWebIdentityToken>{escape(str(claims.get('sub', '')))}</SubjectFromWebIdentityToken>"
+            f"<AssumedRoleUser><Arn>arn:aws:sts::{ACCOUNT}:assumed-role/{escape(name)}/{escape(session)}</Arn>"
+            f"<AssumedRoleId>AROAEMULATOR:{escape(session)}</AssumedRoleId></AssumedRoleUser>"
+            "<Credentials>"
+            + "".join(f"<{key}>{escape(value)}</{key}>" for key, value in credentials.items())
+            .replace("<Token>", "<SessionToken>")
+            .replace("</Token>", "</SessionToken>")
+            + f"</Credentials><Provider>{escape(str(claims.get('iss', '')))}</Provider>"
+            "</AssumeRoleWithWebIdentityResult>"
+            f"<ResponseMetadata><RequestId>{uuid.uuid4()}</RequestId></ResponseMetadata>"
+            "</AssumeRoleWithWebIdentityResponse>",
             200,
         )
 

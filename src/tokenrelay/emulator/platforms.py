@@ -291,6 +291,7 @@ class PlatformEndpoints:
     def __init__(
         self,
         issuer: Issuer,
+        verify: awssts.Verify,  # the token service's check, for AWS STS's AssumeRoleWithWebIdentity
         lifetime: Callable[[], float] = lambda: PLATFORM_LIFETIME,
         wall: Callable[[], float] = time.time,
     ) -> None:
@@ -298,7 +299,7 @@ class PlatformEndpoints:
         self._lifetime = lifetime
         self._wall = wall
         self.calls: dict[str, int] = {}  # platform -> tokens minted, for tests and the curious
-        self.aws = awssts.AwsSts(self._mint_aws, wall)
+        self.aws = awssts.AwsSts(self._mint_aws, verify, wall)
 
     def add_routes(self, app: web.Application, guard: Callable[[web.Request, str], None]) -> None:
         def guarded(handler: Callable[[web.Request], Any]) -> Callable[[web.Request], Any]:
