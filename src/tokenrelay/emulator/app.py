@@ -85,7 +85,7 @@ class Emulator:
         self.verifier = OidcVerifier(
             self.issuer, trusted_issuers, session=self._client, wall=wall, played=PLAYED_ISSUERS
         )
-        self.platforms = PlatformEndpoints(self.issuer, self.verifier.verify, wall=wall)
+        self.platforms = PlatformEndpoints(self.issuer, wall=wall, verify=self.verifier.verify)
         self.workload_api: WorkloadApi | None = None  # the SPIFFE socket, when an EmulatorServer serves one
         self.tokens = TokenService(
             self.store,

@@ -60,6 +60,13 @@ Mint = Callable[[str, float, str], str]
 Verify = Callable[[str], Awaitable[dict[str, Any]]]  # an OIDC token -> its verified claims, or ApiError
 
 
+async def unverifiable(token: str) -> dict[str, Any]:
+    """The verifier of endpoints served without the token service: no web identity token verifies."""
+    from ..lite.aip193 import Code
+
+    raise ApiError(Code.UNAUTHENTICATED, "Couldn't retrieve verification key from your identity provider")
+
+
 class AwsSts:
     """STS's GetWebIdentityToken and the container credentials endpoint, minting through ``mint``."""
 

@@ -291,9 +291,9 @@ class PlatformEndpoints:
     def __init__(
         self,
         issuer: Issuer,
-        verify: awssts.Verify,  # the token service's check, for AWS STS's AssumeRoleWithWebIdentity
         lifetime: Callable[[], float] = lambda: PLATFORM_LIFETIME,
         wall: Callable[[], float] = time.time,
+        verify: awssts.Verify = awssts.unverifiable,  # for STS's AssumeRoleWithWebIdentity
     ) -> None:
         self._issuer = issuer
         self._lifetime = lifetime
