@@ -156,6 +156,14 @@ async def test_aws_endpoint_and_region_variables_as_the_sdks_read_them(emulator:
         build("aws", aws_env(emulator, AWS_REGION=""), "a")
 
 
+async def test_aws_endpoint_or_region_botocore_refuses_is_one_line(emulator: Emulator) -> None:
+    """An endpoint URL or a region botocore cannot use is one line naming it, not a traceback."""
+    with pytest.raises(IdTokenError, match=r"Invalid endpoint: not a url \(check AWS_ENDPOINT_URL_STS"):
+        await build("aws", aws_env(emulator, AWS_ENDPOINT_URL_STS="not a url"), "a").read()
+    with pytest.raises(IdTokenError, match="Provided region_name 'eu west' doesn't match a supported format"):
+        await build("aws", aws_env(emulator, AWS_REGION="eu west"), "a").read()
+
+
 async def test_aws_sts_that_never_answers_is_one_bounded_line(emulator: Emulator, silent_port: int) -> None:
     """An STS endpoint that accepts and never answers costs the exchange timeout, then one line."""
     env = aws_env(emulator, AWS_ENDPOINT_URL_STS=f"http://127.0.0.1:{silent_port}")

@@ -81,9 +81,9 @@ class AwsSource(Source):
 
     @classmethod
     def build(cls, inputs: SourceInputs) -> AwsSource:
-        env = inputs.environ
         import importlib.util  # here: reading the table of sources stays cheap
 
+        env = inputs.environ
         if importlib.util.find_spec("botocore") is None:
             raise ConfigError(f"the aws OIDC token source needs botocore: {EXTRA}")
         region = next((env[name] for name in REGION_VARIABLES if env.get(name)), None)
@@ -120,8 +120,8 @@ class AwsSource(Source):
         """The token, from STS (blocking: runs in a thread)."""
         from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
-        client = self.client or self._new_client()
         try:
+            client = self.client or self._new_client()
             answer = client.get_web_identity_token(
                 Audience=[self.audience], SigningAlgorithm=SIGNING_ALGORITHM
             )
@@ -134,6 +134,11 @@ class AwsSource(Source):
             raise IdTokenError(f"{self.description} answered HTTP {status}: {words}") from None
         except BotoCoreError as exc:  # no connection, a timeout, a credential provider's failure
             raise IdTokenError(f"{self.description}: {platform_words(str(exc).encode())}") from None
+        except ValueError as exc:  # botocore's refusal of the endpoint URL
+            words = platform_words(str(exc).encode())
+            raise IdTokenError(
+                f"{self.description}: {words} (check {', '.join(ENDPOINT_VARIABLES)})"
+            ) from None
         self.client = client
         token = answer.get("WebIdentityToken")
         if not isinstance(token, str):
