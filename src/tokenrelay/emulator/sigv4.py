@@ -5,7 +5,8 @@ recomputes the signature from the request as received (canonical request, string
 derived key) per AWS's published algorithm:
 https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_sigv-create-signed-request.html
 Only the ``Authorization`` header form is taken (the SDKs' form for STS); the refusals carry AWS's
-own codes and words.
+own codes and words. Unlike AWS, the request's time is not held to within 15 minutes of the
+emulator's clock: tests move that clock by hours while botocore signs with the real one.
 """
 
 from __future__ import annotations
