@@ -142,7 +142,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "id_token_audience",
         "Audience to request of a source that mints the OIDC token at every exchange (GitHub Actions, "
-        "Buildkite, CircleCI's CLI, GCP, Azure; default: the --auth-url).",
+        "Buildkite, CircleCI's CLI, GCP, Azure, AWS, SPIFFE; default: the --auth-url).",
         metavar="AUD",
     ),
     Option(
