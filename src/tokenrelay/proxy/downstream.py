@@ -19,18 +19,17 @@ import enum
 import logging
 import ssl
 from collections import deque
-from collections.abc import Callable
-from functools import partial
 from typing import cast
 
 import httptools
 
 from ..errors import TokenUnavailable
 from ..tokens.token import Token
-from . import answers, headers, methods
+from . import answers, headers, methods, refusals
 from .context import ProxyContext
 from .flow import PENDING_FULL, QUEUED, STOPPED, UPGRADING, UPSTREAM_FULL, ReadFlow
 from .limits import Limits
+from .refusals import Refusal
 from .upstream import UpstreamConnection
 
 log = logging.getLogger("tokenrelay.proxy")
@@ -69,11 +68,11 @@ class _StopParsing(Exception):
 
 
 class _Refuse(Exception):
-    """Raised inside a parser callback to stop parsing and answer ``answer``."""
+    """Raised inside a parser callback to stop parsing and answer ``refusal``."""
 
-    def __init__(self, answer: bytes) -> None:
+    def __init__(self, refusal: Refusal) -> None:
         super().__init__()
-        self.answer = answer
+        self.refusal = refusal
 
 
 class ProxiedRequest:
@@ -178,7 +177,8 @@ class ClientConnection(asyncio.Protocol):
         context = self._context
         if len(context.connections) >= self._limits.max_connections:
             self._phase = _CLOSED
-            self.transport.write(answers.too_many_connections(self._limits.max_connections))
+            refusal = refusals.too_many_connections(self._limits.max_connections)
+            self.transport.write(answers.render(refusal, close=True))
             self.transport.close()
             context.observer.request(503, 0.0)
             return
@@ -211,16 +211,16 @@ class ClientConnection(asyncio.Protocol):
         except httptools.HttpParserCallbackError as exc:
             cause = exc.__context__
             if isinstance(cause, _Refuse):
-                self._refuse(cause.answer)
+                self._refuse(cause.refusal)
             elif isinstance(cause, _StopParsing):
                 self._stop_reading()
             else:
                 raise
         except httptools.HttpParserError as exc:
-            self._refuse(answers.bad_request(f"malformed request: {exc}"))
+            self._refuse(refusals.bad_request(f"malformed request: {exc}"))
         else:
             if self._phase is not _BODY and self._unparsed > self._limits.header_bytes:
-                self._refuse(answers.headers_too_large(self._too_large()))
+                self._refuse(refusals.headers_too_large(self._too_large()))
         self._flush()
 
     def _speak_h2(self, data: bytes) -> None:
@@ -280,18 +280,16 @@ class ClientConnection(asyncio.Protocol):
         self._head_size += len(url)
         self._unparsed = 0
         if self._head_size > self._limits.header_bytes:
-            raise _Refuse(answers.headers_too_large(self._too_large()))
+            raise _Refuse(refusals.headers_too_large(self._too_large()))
 
     def on_header(self, name: bytes, value: bytes) -> None:
         self._headers.append((name, value))
         self._head_size += len(name) + len(value) + 4
         self._unparsed = 0
         if self._head_size > self._limits.header_bytes:
-            raise _Refuse(answers.headers_too_large(self._too_large()))
+            raise _Refuse(refusals.headers_too_large(self._too_large()))
         if len(self._headers) > self._limits.header_count:
-            raise _Refuse(
-                answers.headers_too_large(f"more than {self._limits.header_count} request header fields")
-            )
+            raise _Refuse(refusals.too_many_headers(self._limits.header_count))
 
     def on_headers_complete(self) -> None:
         request = self._parsing
@@ -309,9 +307,7 @@ class ClientConnection(asyncio.Protocol):
         refused = methods.refusal(method)  # the parser has refused non-tokens: a 405 here
         target = upstream.target(self._url) if refused is None else None
         if target is None:
-            request.refusal = (
-                answers.method_not_allowed(refused.message) if refused else answers.foreign_target()
-            )
+            request.refusal = answers.render(refused or refusals.foreign_target(), close=True)
             request.stage = _RECEIVED
             self._enqueue(request)
             raise _StopParsing  # the refusal is queued, and closes the connection
@@ -419,7 +415,7 @@ class ClientConnection(asyncio.Protocol):
             if conn.reused and not conn.received:
                 message += "; the request was not sent again, as the upstream may have processed it"
             log.warning("upstream failed", extra={"error": message})
-            self._fail(request, partial(answers.upstream_failed, message))
+            self._fail(request, refusals.upstream_failed(message))
 
     def upstream_paused(self) -> None:
         self._flow.pause(UPSTREAM_FULL)
@@ -478,7 +474,7 @@ class ClientConnection(asyncio.Protocol):
         head_started = self.head_started
         if head_started is not None:
             if now - head_started > limits.header_timeout:
-                self._refuse(answers.header_timeout(limits.header_timeout))
+                self._refuse(refusals.header_timeout(limits.header_timeout))
         elif self._parsing is None and now - self.idle_since > limits.idle_timeout:
             self._close()
 
@@ -488,7 +484,7 @@ class ClientConnection(asyncio.Protocol):
         conn.close()
         timeout = self._limits.upstream_timeout
         log.warning("upstream timed out", extra={"timeout": timeout})
-        self._fail(request, partial(answers.upstream_timeout, timeout))
+        self._fail(request, refusals.upstream_timeout(timeout))
 
     def _body_timed_out(self, request: ProxiedRequest) -> None:
         """A request body too slow to finish (a slowloris on the body): 408, or a cut once answered."""
@@ -505,7 +501,7 @@ class ClientConnection(asyncio.Protocol):
         if request is not self._active:
             self._abort()
             return
-        self._fail(request, partial(answers.body_timeout, limits.body_timeout, limits.body_min_rate))
+        self._fail(request, refusals.body_timeout(limits.body_timeout, limits.body_min_rate))
 
     def shutdown(self) -> None:
         """Finish the request in flight, then close; close at once when idle."""
@@ -556,11 +552,11 @@ class ClientConnection(asyncio.Protocol):
         except TokenUnavailable as exc:
             self._task = None
             log.warning("no token to forward with", extra={"error": exc.message})
-            self._fail(request, partial(answers.token_unavailable, exc.message))
+            self._fail(request, refusals.token_unavailable(exc.message))
             return
         except TimeoutError:
             self._task = None
-            self._fail(request, partial(answers.upstream_timeout, self._limits.upstream_timeout))
+            self._fail(request, refusals.upstream_timeout(self._limits.upstream_timeout))
             return
         except OSError as exc:
             self._task = None
@@ -569,7 +565,7 @@ class ClientConnection(asyncio.Protocol):
             if isinstance(exc, ssl.SSLCertVerificationError):
                 message += "; if it uses a private CA, pass its bundle with --upstream-ca"
             log.warning("upstream unreachable", extra={"error": message})
-            self._fail(request, partial(answers.unreachable, message))
+            self._fail(request, refusals.unreachable(message))
             return
         self._task = None
         if request is not self._active or self._phase is _CLOSED:
@@ -671,7 +667,7 @@ class ClientConnection(asyncio.Protocol):
         self.send(answer)
         self._end(request)
 
-    def _fail(self, request: ProxiedRequest, make: Callable[..., bytes]) -> None:
+    def _fail(self, request: ProxiedRequest, refusal: Refusal) -> None:
         """Answer with the proxy's own error, or cut the connection when the answer had begun."""
         if request is not self._active or self._phase is _CLOSED:
             return
@@ -680,21 +676,21 @@ class ClientConnection(asyncio.Protocol):
             return
         # An HTTP/1.0 client would need "Connection: keep-alive": closing is as good, on this rare path.
         close = not self.keeps_alive(request) or not request.http11
-        self._answer(request, make(close=close), close=close)
+        self._answer(request, answers.render(refusal, close=close), close=close)
 
     def _stop_reading(self) -> None:
         self._flow.pause(STOPPED)
         self._upgrading = None
 
-    def _refuse(self, answer: bytes) -> None:
-        """Stop reading; answer ``answer`` once the requests before are answered."""
+    def _refuse(self, refusal: Refusal) -> None:
+        """Stop reading; answer ``refusal`` once the requests before are answered."""
         self._stop_reading()
         active = self._active
         if active is not None and active.stage is _RECEIVING:
             self._abort()  # its body was cut by the error: it can never be sent in full
             return
         request = ProxiedRequest(self._clock())
-        request.refusal = answer
+        request.refusal = answers.render(refusal, close=True)
         request.stage = _RECEIVED
         self._parsing = None
         self._enqueue(request)

@@ -45,7 +45,7 @@ from h2.settings import SettingCodes, Settings
 from hyperframe.frame import GoAwayFrame
 
 from ..errors import TokenUnavailable
-from . import h2_answers, methods
+from . import h2_answers, methods, refusals
 from .h2_answers import Headers
 from .h2_connection import REQUEST_FLAGS, TRAILER_FLAGS, RelayConnection, ValidationMemo
 from .h2_relay import H2Relay
@@ -245,10 +245,10 @@ class H2Client(asyncio.Protocol):
         except TokenUnavailable as exc:
             stream.task = None
             log.warning("no token to forward with", extra={"error": exc.message, "protocol": "h2"})
-            stream.answer(h2_answers.token_unavailable(stream.grpc, exc.message))
+            stream.refuse(refusals.token_unavailable(exc.message))
         except TimeoutError:
             stream.task = None
-            stream.answer(h2_answers.upstream_timeout(stream.grpc, self.limits.upstream_timeout))
+            stream.refuse(refusals.upstream_timeout(self.limits.upstream_timeout))
         except OSError as exc:
             stream.task = None
             upstream = self.server.target
@@ -256,7 +256,7 @@ class H2Client(asyncio.Protocol):
             if isinstance(exc, ssl.SSLCertVerificationError):
                 message += "; if it uses a private CA, pass its bundle with --upstream-ca"
             log.warning("upstream unreachable", extra={"error": message, "protocol": "h2"})
-            stream.answer(h2_answers.unreachable(stream.grpc, message))
+            stream.refuse(refusals.unreachable(message))
         else:
             stream.task = None
             if not stream.done:
@@ -375,28 +375,17 @@ class H2Client(asyncio.Protocol):
         stream = Stream(self, sid, h2_answers.is_grpc(content_type))
         stream.complete = ended
         self.streams[sid] = stream
-        grpc = stream.grpc
         refused = methods.refusal(method)
         if refused is not None:
-            if refused.status == 405:
-                stream.answer(h2_answers.method_not_allowed(grpc, refused.message))
-            else:
-                stream.answer(h2_answers.bad_request(grpc, refused.message))
+            stream.refuse(refused)
             return
         relay = self.relay
         target = relay.target.origin(path)
         if target is None:
-            stream.answer(
-                h2_answers.bad_request(
-                    grpc,
-                    "the :path is no origin-form target (a path of visible ASCII): tokenrelay's proxy "
-                    "only forwards to its --api-url; send paths such as /v1/things",
-                )
-            )
+            stream.refuse(refusals.bad_path())
             return
         if len(kept) > self.limits.header_count:
-            message = f"more than {self.limits.header_count} request header fields"
-            stream.answer(h2_answers.headers_too_large(grpc, message))
+            stream.refuse(refusals.too_many_headers(self.limits.header_count))
             return
         stream.headers = [
             (b":method", method),

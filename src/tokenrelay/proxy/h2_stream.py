@@ -22,8 +22,8 @@ from h2.errors import ErrorCodes
 from h2.exceptions import ProtocolError
 
 from ..tokens.token import Token
-from . import h2_answers
-from .h2_answers import Answer, Headers
+from . import h2_answers, refusals
+from .h2_answers import Headers
 
 if TYPE_CHECKING:
     from h2.connection import H2Connection
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from .bearer import Bearer
     from .limits import Limits
     from .observer import ProxyObserver
+    from .refusals import Refusal
 
 
 class _Server(Protocol):
@@ -328,7 +329,7 @@ class Stream:
             self._resend(reject=False)
         elif not self.status:
             log.warning("upstream failed", extra={"error": message, "protocol": "h2"})
-            self.answer(h2_answers.upstream_failed(self.grpc, message))
+            self.refuse(refusals.upstream_failed(message))
         else:
             self._reset_down(ErrorCodes.INTERNAL_ERROR)
 
@@ -379,13 +380,14 @@ class Stream:
             return
         down.mark()
 
-    def answer(self, answer: Answer) -> None:
+    def refuse(self, refusal: Refusal) -> None:
         """The proxy's own answer (a refusal or an upstream failure), or a reset once the answer began."""
         if self.done:
             return
         if self.status:
             self._reset_down(ErrorCodes.INTERNAL_ERROR)
             return
+        answer = h2_answers.render(refusal, self.grpc)
         self.status = answer.status
         self.grpc_status = answer.grpc_status
         if not self.down.send_headers(self.sid, answer.headers, not answer.body):
@@ -403,7 +405,7 @@ class Stream:
             self.waiting_since = 0.0
             self._drop_up(reset=True)
             log.warning("upstream timed out", extra={"timeout": timeout, "protocol": "h2"})
-            self.answer(h2_answers.upstream_timeout(self.grpc, timeout))
+            self.refuse(refusals.upstream_timeout(timeout))
             return
         # Answer bytes the client takes none of (window closed, socket full): the queue's head stays
         # the same object until some of it is sent, so the hot path keeps no time for this.
