@@ -5,8 +5,8 @@ callbacks with no task, no future and one write per read in each direction. Only
 (asking the token source, opening a connection, the 401 retry) run as a task.
 
 A request's body is streamed as it arrives; while no upstream connection is bound yet it is held,
-and reading stops once that holds more than PENDING_LIMIT bytes. Up to REPLAY_LIMIT bytes of it are
-also kept so that the request can be sent again: once, on a fresh token after a 401, or on a new
+and reading stops once that holds more than PENDING_LIMIT bytes. Its first bytes are also kept
+(policy.Replay) so that the request can be sent again: once, on a fresh token after a 401, or on a new
 connection when a pooled one turns out to have been closed by the upstream while idle (idempotent
 methods only).
 Pipelined requests are parsed, queued (reading stops meanwhile) and answered in order.
@@ -17,18 +17,18 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
-import ssl
 from collections import deque
 from typing import cast
 
 import httptools
 
-from ..errors import TokenUnavailable
 from ..tokens.token import Token
 from . import answers, headers, methods, refusals
+from .bearer import Held
 from .context import ProxyContext
 from .flow import PENDING_FULL, QUEUED, STOPPED, UPGRADING, UPSTREAM_FULL, ReadFlow
 from .limits import Limits
+from .policy import Replay, acquire, may_heal
 from .refusals import Refusal
 from .upstream import UpstreamConnection
 
@@ -36,7 +36,6 @@ log = logging.getLogger("tokenrelay.proxy")
 
 H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"  # RFC 9113 §3.4: an HTTP/2 client's first bytes
 
-REPLAY_LIMIT = 64 * 1024  # the issue's bound for a replayable body
 PENDING_LIMIT = 256 * 1024
 LINGER_SECONDS = 2.0  # after refusing a request mid-way, how long its remaining bytes are read and dropped
 
@@ -94,8 +93,6 @@ class ProxiedRequest:
         "prefix",
         "refusal",
         "replay",
-        "replay_size",
-        "resent",
         "sent_at",
         "stage",
         "started",
@@ -119,9 +116,7 @@ class ProxiedRequest:
         self.stage = _RECEIVING
         self.pending: list[bytes] = []  # body bytes received but not yet sent upstream
         self.pending_size = 0
-        self.replay: list[bytes] | None = []  # body bytes so far, while they fit in REPLAY_LIMIT
-        self.replay_size = 0
-        self.resent = False
+        self.replay = Replay()
         self.token: Token | None = None
         self.conn: UpstreamConnection | None = None
         self.status = 0  # the status the client got; 0 while nothing was sent
@@ -369,7 +364,7 @@ class ClientConnection(asyncio.Protocol):
         request = self._active
         assert request is not None
         token = request.token
-        return token is not None and self.can_retry(request) and self._context.bearer.may_reject(token)
+        return self._phase is not _CLOSED and may_heal(request.replay, token, self._context.bearer)
 
     def answered(self, conn: UpstreamConnection, reusable: bool) -> None:
         request = self._release(conn, reusable)
@@ -398,7 +393,7 @@ class ClientConnection(asyncio.Protocol):
         return keep
 
     def can_retry(self, request: ProxiedRequest) -> bool:
-        return not request.resent and request.replay is not None and self._phase is not _CLOSED
+        return request.replay.possible() and self._phase is not _CLOSED
 
     def upstream_failed(self, conn: UpstreamConnection, message: str) -> None:
         request = self._active
@@ -538,51 +533,40 @@ class ClientConnection(asyncio.Protocol):
         self._task = asyncio.ensure_future(self._dispatch(request, held, reject=False, fresh=False))
 
     async def _dispatch(
-        self, request: ProxiedRequest, held: tuple[Token, bytes] | None, *, reject: bool, fresh: bool
+        self, request: ProxiedRequest, held: Held | None, *, reject: bool, fresh: bool
     ) -> None:
         context = self._context
-        try:
-            if reject and request.token is not None:
-                held = await context.bearer.reject(request.token)
-            elif held is None:
-                held = await context.bearer.get()
-            conn = None if fresh else context.pool.take()
-            if conn is None:
-                conn = await context.pool.connect()
-        except TokenUnavailable as exc:
-            self._task = None
-            log.warning("no token to forward with", extra={"error": exc.message})
-            self._fail(request, refusals.token_unavailable(exc.message))
-            return
-        except TimeoutError:
-            self._task = None
-            self._fail(request, refusals.upstream_timeout(self._limits.upstream_timeout))
-            return
-        except OSError as exc:
-            self._task = None
-            upstream = context.target
-            message = f"cannot reach the upstream {upstream.host}:{upstream.port}: {exc.strerror or exc}"
-            if isinstance(exc, ssl.SSLCertVerificationError):
-                message += "; if it uses a private CA, pass its bundle with --upstream-ca"
-            log.warning("upstream unreachable", extra={"error": message})
-            self._fail(request, refusals.unreachable(message))
-            return
+        pool = context.pool
+        got = await acquire(
+            context.bearer,
+            context.target,
+            self._limits.upstream_timeout,
+            held=held,
+            rejected=request.token if reject else None,
+            take=None if fresh else pool.take,
+            connect=pool.connect,
+            protocol="http/1.1",
+        )
         self._task = None
+        if isinstance(got, Refusal):
+            self._fail(request, got)
+            return
+        held, conn = got
         if request is not self._active or self._phase is _CLOSED:
             context.pool.release(conn, reusable=True)
             return
         self._bind(request, conn, held)
         self._flush()
 
-    def _bind(self, request: ProxiedRequest, conn: UpstreamConnection, held: tuple[Token, bytes]) -> None:
-        request.token, line = held
+    def _bind(self, request: ProxiedRequest, conn: UpstreamConnection, held: Held) -> None:
+        request.token = held.token
         request.conn = conn
         self._progress = (-1, 0.0)
         conn.bind(
             self, self._limits, head_only=request.head_only, http11=request.http11, upgrade=request.upgrade
         )
         out = self._out
-        out.append(request.prefix + line + b"\r\n")
+        out.append(request.prefix + held.line + b"\r\n")
         if request.pending:
             out += request.pending
             request.pending = []
@@ -596,14 +580,7 @@ class ClientConnection(asyncio.Protocol):
 
     def _forward(self, request: ProxiedRequest, data: bytes) -> None:
         """Body bytes (already framed) for the upstream."""
-        replay = request.replay
-        if replay is not None:
-            size = request.replay_size + len(data)
-            if size <= REPLAY_LIMIT:
-                replay.append(data)
-                request.replay_size = size
-            else:
-                request.replay = None
+        request.replay.keep(data)
         if request.conn is not None and request is self._active:
             self._out.append(data)
         else:
@@ -633,14 +610,11 @@ class ClientConnection(asyncio.Protocol):
 
     def _resend(self, request: ProxiedRequest, *, reject: bool) -> None:
         """Send the request again: after a 401 with a new token, or on a new connection."""
-        assert request.replay is not None
-        request.resent = True
         request.conn = None
         if request.stage is _SENT:
             request.stage = _RECEIVED
-        request.pending = request.replay
-        request.pending_size = request.replay_size
-        request.replay = None
+        request.pending_size = request.replay.size
+        request.pending = request.replay.take()
         self._context.observer.retry()
         self._task = asyncio.ensure_future(self._dispatch(request, None, reject=reject, fresh=not reject))
 

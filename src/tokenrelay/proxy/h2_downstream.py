@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import ssl
 from typing import TYPE_CHECKING, cast
 
 from h2.config import H2Configuration
@@ -44,13 +43,14 @@ from h2.exceptions import ProtocolError
 from h2.settings import SettingCodes, Settings
 from hyperframe.frame import GoAwayFrame
 
-from ..errors import TokenUnavailable
 from . import h2_answers, methods, refusals
 from .h2_answers import Headers
 from .h2_connection import REQUEST_FLAGS, TRAILER_FLAGS, RelayConnection, ValidationMemo
 from .h2_relay import H2Relay
 from .h2_stream import Stream
 from .h2_upstream import GoawayKeepsStreams
+from .policy import acquire
+from .refusals import Refusal
 
 if TYPE_CHECKING:
     from .context import ProxyContext
@@ -236,31 +236,23 @@ class H2Client(asyncio.Protocol):
         """The slow path: wait for a token or an upstream connection, then send the stream on."""
         relay = self.relay
         bearer = self.server.bearer
-        try:
-            if reject and stream.token is not None:
-                token, line = await bearer.reject(stream.token)
-            else:
-                token, line = bearer.current() or await bearer.get()
-            up = relay.pool.take() or await relay.pool.get()
-        except TokenUnavailable as exc:
-            stream.task = None
-            log.warning("no token to forward with", extra={"error": exc.message, "protocol": "h2"})
-            stream.refuse(refusals.token_unavailable(exc.message))
-        except TimeoutError:
-            stream.task = None
-            stream.refuse(refusals.upstream_timeout(self.limits.upstream_timeout))
-        except OSError as exc:
-            stream.task = None
-            upstream = self.server.target
-            message = f"cannot reach the upstream {upstream.host}:{upstream.port}: {exc.strerror or exc}"
-            if isinstance(exc, ssl.SSLCertVerificationError):
-                message += "; if it uses a private CA, pass its bundle with --upstream-ca"
-            log.warning("upstream unreachable", extra={"error": message, "protocol": "h2"})
-            stream.refuse(refusals.unreachable(message))
-        else:
-            stream.task = None
-            if not stream.done:
-                stream.bind(up, token, line[len(b"Authorization: ") : -2])
+        rejected = stream.token if reject else None
+        got = await acquire(
+            bearer,
+            self.server.target,
+            self.limits.upstream_timeout,
+            held=None if rejected else bearer.current(),
+            rejected=rejected,
+            take=relay.pool.take,
+            connect=relay.pool.get,
+            protocol="h2",
+        )
+        stream.task = None
+        if isinstance(got, Refusal):
+            stream.refuse(got)
+        elif not stream.done:
+            held, up = got
+            stream.bind(up, held)
         relay.flusher.run()
 
     # -- what the server calls ----------------------------------------------------------------------------
@@ -397,8 +389,7 @@ class H2Client(asyncio.Protocol):
         held = self.server.bearer.current()
         up = relay.pool.take() if held is not None else None
         if held is not None and up is not None:
-            token, line = held
-            stream.bind(up, token, line[len(b"Authorization: ") : -2])
+            stream.bind(up, held)
         else:
             stream.task = asyncio.ensure_future(self.dispatch(stream, reject=False))
 

@@ -4,10 +4,10 @@ Each direction keeps a queue of DATA not yet sent on: bytes wait there while the
 flow-control window is closed, and the sending side's window is reopened (the bytes acknowledged)
 only once they have gone on. Memory per stream is thereby bounded by the windows the proxy grants.
 
-Up to REPLAY_LIMIT bytes of the request body are kept so that the request can be sent again: once,
-with a refreshed token, when the upstream answers 401 or a trailers-only ``grpc-status: 16`` before
-anything went to the client (at most one forced refresh per interval, as on HTTP/1.1: bearer.py);
-or when the upstream refused the stream unprocessed (GOAWAY, REFUSED_STREAM).
+The request body's first bytes are kept (policy.Replay) so that the request can be sent again:
+once, with a refreshed token, when the upstream answers 401 or a trailers-only ``grpc-status: 16``
+before anything went to the client (policy.may_heal, as on HTTP/1.1); or when the upstream refused
+the stream unprocessed (GOAWAY, REFUSED_STREAM).
 """
 
 from __future__ import annotations
@@ -24,11 +24,12 @@ from h2.exceptions import ProtocolError
 from ..tokens.token import Token
 from . import h2_answers, refusals
 from .h2_answers import Headers
+from .policy import Replay, may_heal
 
 if TYPE_CHECKING:
     from h2.connection import H2Connection
 
-    from .bearer import Bearer
+    from .bearer import Bearer, Held
     from .limits import Limits
     from .observer import ProxyObserver
     from .refusals import Refusal
@@ -89,7 +90,6 @@ class UpSide(Protocol):
 
 log = logging.getLogger("tokenrelay.proxy")
 
-REPLAY_LIMIT = 64 * 1024  # the issue's bound for a replayable body, as on HTTP/1.1
 # A DATA frame this large, or the last one queued, may earn WINDOW_UPDATEs from the client (the flood
 # limit allows for them); window granted a byte at a time, again and again, earns none: a flood.
 WORTH_AN_UPDATE = 1024
@@ -119,8 +119,6 @@ class Stream:
         "grpc_status",
         "headers",
         "replay",
-        "replay_size",
-        "resent",
         "sid",
         "stall",
         "started",
@@ -149,9 +147,7 @@ class Stream:
         self.to_up: deque[tuple[bytes, bool]] = deque()  # (bytes, acknowledge to the client once sent)
         self.up_trailers: Headers | None = None
         self.up_ended = False  # END_STREAM went upstream
-        self.replay: list[bytes] | None = []  # the body so far, while it fits in REPLAY_LIMIT
-        self.replay_size = 0
-        self.resent = False
+        self.replay = Replay()
         self.token: Token | None = None
         self.task: asyncio.Future[None] | None = None
         self.status = 0  # the HTTP status the client got; 0 while nothing was sent
@@ -171,14 +167,7 @@ class Stream:
             self.down.ack(self.sid, flow - len(data))  # padding: nothing to pass on
         if not data:
             return
-        replay = self.replay
-        if replay is not None:
-            size = self.replay_size + len(data)
-            if size <= REPLAY_LIMIT:
-                replay.append(data)
-                self.replay_size = size
-            else:
-                self.replay = None
+        self.replay.keep(data)
         self.to_up.append((data, True))
         self.pump_up()
 
@@ -203,11 +192,11 @@ class Stream:
 
     # -- towards the upstream -----------------------------------------------------------------------
 
-    def bind(self, up: UpSide, token: Token, authorization: bytes) -> None:
-        self.token = token
+    def bind(self, up: UpSide, held: Held) -> None:
+        self.token = held.token
         self.up = up
         end = self.complete and not self.to_up and self.up_trailers is None
-        self.up_sid = up.open(self, [*self.headers, (b"authorization", authorization)], end)
+        self.up_sid = up.open(self, [*self.headers, (b"authorization", held.value)], end)
         if end:
             self.up_ended = True
             self.waiting_since = self.down.clock()
@@ -275,7 +264,7 @@ class Stream:
             self._resend(reject=True)
             return
         self.status = status
-        self.replay = None  # the answer has begun: the request will not be sent again
+        self.replay.forget()  # the answer has begun
         if ended:
             self.grpc_status = h2_answers.grpc_status(headers)
         if not self.down.send_headers(self.sid, _answer_headers(headers), ended):
@@ -421,24 +410,17 @@ class Stream:
     # -- helpers ----------------------------------------------------------------------------------------
 
     def _may_resend(self) -> bool:
-        return not self.resent and self.replay is not None and not self.down.closed
+        return self.replay.possible() and not self.down.closed
 
     def _may_heal(self) -> bool:
-        """Whether a refused token may be refreshed and the call sent again; the bound on forced
-        refreshes is the HTTP/1.1 side's, Bearer.may_reject (asked last: it logs when it says no)."""
-        token = self.token
-        return (
-            self.complete
-            and self._may_resend()
-            and token is not None
-            and self.down.server.bearer.may_reject(token)
-        )
+        """Whether a refused token may be refreshed and the call sent again (a whole request only)."""
+        down = self.down
+        return self.complete and not down.closed and may_heal(self.replay, self.token, down.server.bearer)
 
     def _resend(self, *, reject: bool) -> None:
-        assert self.replay is not None
-        self.resent = True
+        body = self.replay.take()
         self._ack_unsent()
-        self.to_up = deque((data, False) for data in self.replay)
+        self.to_up = deque((data, False) for data in body)
         self.up_ended = False
         self.waiting_since = 0.0
         self.down.server.observer.retry()
