@@ -49,6 +49,7 @@ from .h2_connection import REQUEST_FLAGS, TRAILER_FLAGS, RelayConnection, Valida
 from .h2_relay import H2Relay
 from .h2_stream import Stream
 from .h2_upstream import GoawayKeepsStreams
+from .headers import H2_REQUEST_DROP
 from .policy import acquire
 from .refusals import Refusal
 
@@ -62,14 +63,6 @@ STREAM_WINDOW = 256 * 1024  # what a client may send ahead on one stream
 CONNECTION_WINDOW = 1024 * 1024  # ... and on all its streams together
 FLOOD_LIMIT = 1000  # control frames per second
 RESET_LIMIT = 2 * MAX_STREAMS  # streams reset by the client per second
-
-# RFC 9113 §8.2.2: connection-specific fields never cross; h2 already refuses them from the client,
-# this also keeps Host and the client's Authorization (replaced by the token) from the upstream.
-_DROP = frozenset(
-    {b"connection", b"keep-alive", b"proxy-connection", b"transfer-encoding", b"upgrade", b"host"}
-    | {b"authorization", b"te"}
-)
-
 
 # Frames that carry no request: a client sending thousands of them is flooding (CVE-2019-9512, -9515).
 _CONTROL = (
@@ -357,7 +350,7 @@ class H2Client(asyncio.Protocol):
                 elif name == b":path":
                     path = value
                 continue  # :authority and :scheme are the upstream's; :protocol comes only with CONNECT
-            if name in _DROP or name.startswith(b"proxy-"):
+            if name in H2_REQUEST_DROP or name[:6] == b"proxy-":
                 if name == b"te" and value.lower() == b"trailers":
                     kept.append((name, b"trailers"))
                 continue

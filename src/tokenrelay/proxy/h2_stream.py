@@ -24,6 +24,7 @@ from h2.exceptions import ProtocolError
 from ..tokens.token import Token
 from . import h2_answers, refusals
 from .h2_answers import Headers
+from .headers import h2_answer
 from .policy import Replay, may_heal
 
 if TYPE_CHECKING:
@@ -93,16 +94,6 @@ log = logging.getLogger("tokenrelay.proxy")
 # A DATA frame this large, or the last one queued, may earn WINDOW_UPDATEs from the client (the flood
 # limit allows for them); window granted a byte at a time, again and again, earns none: a flood.
 WORTH_AN_UPDATE = 1024
-# RFC 9113 §8.2.2: never forwarded (h2 refuses them from clients; from the upstream they are dropped)
-CONNECTION_SPECIFIC = frozenset(
-    {b"connection", b"keep-alive", b"proxy-connection", b"transfer-encoding", b"upgrade", b"te"}
-)
-
-
-def _answer_headers(headers: Headers) -> Headers:
-    return [(name, value) for name, value in headers if name not in CONNECTION_SPECIFIC]
-
-
 UNAUTHENTICATED = 16
 
 
@@ -267,7 +258,7 @@ class Stream:
         self.replay.forget()  # the answer has begun
         if ended:
             self.grpc_status = h2_answers.grpc_status(headers)
-        if not self.down.send_headers(self.sid, _answer_headers(headers), ended):
+        if not self.down.send_headers(self.sid, h2_answer(headers), ended):
             self.cancel()
         elif ended:
             self._finish()
@@ -290,7 +281,7 @@ class Stream:
 
     def on_trailers(self, headers: Headers) -> None:
         self.grpc_status = h2_answers.grpc_status(headers)
-        self.down_trailers = _answer_headers(headers)
+        self.down_trailers = h2_answer(headers)
 
     def on_end(self) -> None:
         if self.done or not self.status or self.down_end:
