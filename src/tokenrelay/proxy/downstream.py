@@ -5,7 +5,7 @@ callbacks with no task, no future and one write per read in each direction. Only
 (asking the token source, opening a connection, the 401 retry) run as a task.
 
 A request's body is streamed as it arrives; while no upstream connection is bound yet it is held,
-and reading stops once that holds more than PENDING_LIMIT bytes. Its first bytes are also kept
+and reading stops once that holds more than ``Limits.pending_bytes``. Its first bytes are also kept
 (policy.Replay) so that the request can be sent again: once, on a fresh token after a 401, or on a new
 connection when a pooled one turns out to have been closed by the upstream while idle (idempotent
 methods only).
@@ -35,9 +35,6 @@ from .upstream import UpstreamConnection
 log = logging.getLogger("tokenrelay.proxy")
 
 H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"  # RFC 9113 §3.4: an HTTP/2 client's first bytes
-
-PENDING_LIMIT = 256 * 1024
-LINGER_SECONDS = 2.0  # after refusing a request mid-way, how long its remaining bytes are read and dropped
 
 
 class Stage(enum.Enum):
@@ -101,7 +98,7 @@ class ProxiedRequest:
         "upgrade",
     )
 
-    def __init__(self, started: float) -> None:
+    def __init__(self, started: float, replay_limit: int) -> None:
         self.started = started
         self.prefix = b""  # request line and headers, without Authorization and the final CRLF
         self.refusal: bytes | None = None  # the proxy's own answer instead of forwarding
@@ -116,7 +113,7 @@ class ProxiedRequest:
         self.stage = _RECEIVING
         self.pending: list[bytes] = []  # body bytes received but not yet sent upstream
         self.pending_size = 0
-        self.replay = Replay()
+        self.replay = Replay(replay_limit)
         self.token: Token | None = None
         self.conn: UpstreamConnection | None = None
         self.status = 0  # the status the client got; 0 while nothing was sent
@@ -265,7 +262,7 @@ class ClientConnection(asyncio.Protocol):
     # -- httptools callbacks ---------------------------------------------------------------------
 
     def on_message_begin(self) -> None:
-        self._parsing = ProxiedRequest(self._clock())
+        self._parsing = ProxiedRequest(self._clock(), self._limits.replay_bytes)
         self._url = b""
         self._headers = []
         self._head_size = 0
@@ -586,7 +583,7 @@ class ClientConnection(asyncio.Protocol):
         else:
             request.pending.append(data)
             request.pending_size += len(data)
-            if request.pending_size > PENDING_LIMIT:
+            if request.pending_size > self._limits.pending_bytes:
                 self._flow.pause(PENDING_FULL)
 
     def _hold(self, data: bytes) -> None:
@@ -663,7 +660,7 @@ class ClientConnection(asyncio.Protocol):
         if active is not None and active.stage is _RECEIVING:
             self._abort()  # its body was cut by the error: it can never be sent in full
             return
-        request = ProxiedRequest(self._clock())
+        request = ProxiedRequest(self._clock(), self._limits.replay_bytes)
         request.refusal = answers.render(refusal, close=True)
         request.stage = _RECEIVED
         self._parsing = None
@@ -690,7 +687,7 @@ class ClientConnection(asyncio.Protocol):
                 self._flow.reasons |= STOPPED
                 transport.write_eof()
                 transport.resume_reading()
-                asyncio.get_running_loop().call_later(LINGER_SECONDS, transport.close)
+                asyncio.get_running_loop().call_later(self._limits.linger_timeout, transport.close)
             else:
                 transport.close()
             self._context.closed(self)

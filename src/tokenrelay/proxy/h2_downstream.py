@@ -5,11 +5,9 @@ Every stream is relayed to the one upstream (h2_stream.py) with the current toke
 and ``:scheme`` are the upstream's, whatever the client sent; methods.py decides which methods
 are refused (as on HTTP/1.1), target.py which ``:path`` is.
 
-The limits of a server facing the internet (values in docs/proxy.md): at most MAX_STREAMS streams at
-once and a header list of at most Limits.header_bytes (HPACK bombs end at the decoder); per second, at
-most FLOOD_LIMIT control frames (SETTINGS, PING, their ACKs, PRIORITY, empty DATA, unknown types,
-and WINDOW_UPDATEs beyond two for each DATA frame sent) and RESET_LIMIT streams reset by the client
-(rapid reset, CVE-2023-44487): beyond either, GOAWAY ENHANCE_YOUR_CALM.
+The limits of a server facing the internet, all in ``Limits`` (h2_* and header_*): streams at once,
+the header list's size (HPACK bombs end at the decoder); per second, control frames and streams
+reset by the client (rapid reset, CVE-2023-44487): beyond either, GOAWAY ENHANCE_YOUR_CALM.
 While the client does not read its answers, the proxy stops reading from it, so the replies to its
 control frames cannot pile up either.
 """
@@ -58,11 +56,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("tokenrelay.proxy")
 
-MAX_STREAMS = 100
-STREAM_WINDOW = 256 * 1024  # what a client may send ahead on one stream
-CONNECTION_WINDOW = 1024 * 1024  # ... and on all its streams together
-FLOOD_LIMIT = 1000  # control frames per second
-RESET_LIMIT = 2 * MAX_STREAMS  # streams reset by the client per second
 
 # Frames that carry no request: a client sending thousands of them is flooding (CVE-2019-9512, -9515).
 _CONTROL = (
@@ -110,8 +103,8 @@ class H2Client(asyncio.Protocol):
         h2.local_settings = Settings(
             client=False,
             initial_values={
-                SettingCodes.MAX_CONCURRENT_STREAMS: MAX_STREAMS,
-                SettingCodes.INITIAL_WINDOW_SIZE: STREAM_WINDOW,
+                SettingCodes.MAX_CONCURRENT_STREAMS: self.limits.h2_max_streams,
+                SettingCodes.INITIAL_WINDOW_SIZE: self.limits.h2_stream_window,
                 SettingCodes.MAX_HEADER_LIST_SIZE: self.limits.header_bytes,
             },
         )
@@ -136,7 +129,7 @@ class H2Client(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's transports do not subclass it
         self.h2.initiate_connection()
-        self.h2.increment_flow_control_window(CONNECTION_WINDOW - 65535)
+        self.h2.increment_flow_control_window(self.limits.h2_connection_window - 65535)
         self.mark()
 
     def data_received(self, data: bytes) -> None:
@@ -158,7 +151,7 @@ class H2Client(asyncio.Protocol):
             self.relay.flusher.run()
             return
         flood = self._flooding()
-        if flood or self.resets > RESET_LIMIT:
+        if flood or self.resets > self.limits.h2_resets:
             self._calm("control frame flood" if flood else "rapid reset")
         elif self.h2.unfinished_block() > self.limits.header_bytes:
             self._calm("header block larger than the header list limit")  # HEADERS + CONTINUATIONs
@@ -402,7 +395,7 @@ class H2Client(asyncio.Protocol):
     def _flooding(self) -> bool:
         """More control frames since the last sweep than allowed; a client may send up to two
         WINDOW_UPDATEs (stream and connection) for each DATA frame it got, on top."""
-        return self.frames > FLOOD_LIMIT + 2 * self.data_frames
+        return self.frames > self.limits.h2_control_frames + 2 * self.data_frames
 
     def _calm(self, what: str) -> None:
         log.warning("HTTP/2 client refused", extra={"error": what})

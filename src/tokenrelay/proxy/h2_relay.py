@@ -20,9 +20,7 @@ class H2Relay:
     def __init__(self, server: ProxyContext) -> None:
         upstream = server.target
         self.flusher = Flusher()
-        self.pool = H2Pool(
-            upstream, server.upstream_ca, server.limits.upstream_timeout, self.flusher, server.clock
-        )
+        self.pool = H2Pool(upstream, server.upstream_ca, server.limits, self.flusher, server.clock)
         self.scheme = b"https" if upstream.ssl is not None else b"http"
         self.authority = upstream.host_header[len(b"Host: ") : -2]
         self.target = upstream

@@ -91,9 +91,6 @@ class UpSide(Protocol):
 
 log = logging.getLogger("tokenrelay.proxy")
 
-# A DATA frame this large, or the last one queued, may earn WINDOW_UPDATEs from the client (the flood
-# limit allows for them); window granted a byte at a time, again and again, earns none: a flood.
-WORTH_AN_UPDATE = 1024
 UNAUTHENTICATED = 16
 
 
@@ -138,7 +135,7 @@ class Stream:
         self.to_up: deque[tuple[bytes, bool]] = deque()  # (bytes, acknowledge to the client once sent)
         self.up_trailers: Headers | None = None
         self.up_ended = False  # END_STREAM went upstream
-        self.replay = Replay()
+        self.replay = Replay(down.limits.replay_bytes)
         self.token: Token | None = None
         self.task: asyncio.Future[None] | None = None
         self.status = 0  # the HTTP status the client got; 0 while nothing was sent
@@ -322,6 +319,7 @@ class Stream:
         h2 = down.h2
         sid = self.sid
         to_down = self.to_down
+        worthy = down.limits.h2_update_worthy_bytes
         try:
             while to_down:
                 room = min(h2.local_flow_control_window(sid), h2.max_outbound_frame_size)
@@ -339,7 +337,7 @@ class Stream:
                 last = not to_down and self.down_end and self.down_trailers is None
                 h2.send_data(sid, data, end_stream=last)
                 down.buffered -= len(data)
-                if len(data) >= WORTH_AN_UPDATE or not to_down:
+                if len(data) >= worthy or not to_down:
                     down.data_frames += 1
                 if self.up is not None:
                     self.up.ack(self.up_sid, len(data))

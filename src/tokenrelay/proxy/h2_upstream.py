@@ -1,9 +1,10 @@
 """HTTP/2 connections to the upstream, shared by the streams of every HTTP/2 client.
 
 h2c with prior knowledge to an ``http://`` upstream, TLS with ALPN ``h2`` to an ``https://`` one. A
-connection carries streams until it holds as many as the upstream allows (SETTINGS_MAX_CONCURRENT_STREAMS,
-at most MAX_STREAMS); then the pool opens another. New connections are single-flight: a burst of
-streams waits for one handshake instead of opening one connection each.
+connection carries streams until it holds as many as the upstream allows
+(SETTINGS_MAX_CONCURRENT_STREAMS, at most ``Limits.h2_upstream_streams``); then the pool opens another.
+New connections are single-flight: a burst of streams waits for one handshake instead of opening one
+connection each.
 
 Flow control: the proxy acknowledges the upstream's DATA only once the client's side has taken it,
 so a slow client slows the upstream down instead of filling the proxy's memory.
@@ -40,14 +41,11 @@ from .h2_connection import RelayConnection, UpstreamDecoder
 
 if TYPE_CHECKING:
     from .h2_flush import Flusher
+    from .limits import Limits
     from .target import Target
 
 log = logging.getLogger("tokenrelay.proxy")
 
-MAX_STREAMS = 100  # per upstream connection, whatever the upstream allows
-STREAM_WINDOW = 256 * 1024  # what the upstream may send ahead on a stream, unacknowledged
-CONNECTION_WINDOW = MAX_STREAMS * STREAM_WINDOW
-IDLE_SECONDS = 30.0
 
 Headers = list[tuple[bytes, bytes]]
 
@@ -86,6 +84,7 @@ class H2Upstream(asyncio.Protocol):
     def __init__(self, pool: H2Pool) -> None:
         self.pool = pool
         self.flusher = pool.flusher
+        self.max_streams = pool.limits.h2_upstream_streams
         # The client's headers were validated as they arrived (h2_downstream); the upstream is the one
         # the operator named, and h2_stream drops connection-specific fields from its answers itself.
         config = H2Configuration(
@@ -110,7 +109,7 @@ class H2Upstream(asyncio.Protocol):
     # -- for the streams -------------------------------------------------------------------------
 
     def usable(self) -> bool:
-        limit = min(MAX_STREAMS, self.h2.remote_settings.max_concurrent_streams)
+        limit = min(self.max_streams, self.h2.remote_settings.max_concurrent_streams)
         return not self.closed and not self.closing and len(self.streams) < limit
 
     def open(self, stream: UpstreamStream, headers: Headers, end: bool) -> int:
@@ -162,13 +161,14 @@ class H2Upstream(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's transports do not subclass it
         h2 = self.h2
+        window = self.pool.limits.h2_upstream_stream_window
         # initial_values, not attributes: h2 sends only these in its first SETTINGS
         h2.local_settings = Settings(
             client=True,
-            initial_values={SettingCodes.ENABLE_PUSH: 0, SettingCodes.INITIAL_WINDOW_SIZE: STREAM_WINDOW},
+            initial_values={SettingCodes.ENABLE_PUSH: 0, SettingCodes.INITIAL_WINDOW_SIZE: window},
         )
         h2.initiate_connection()
-        h2.increment_flow_control_window(CONNECTION_WINDOW - 65535)
+        h2.increment_flow_control_window(self.max_streams * window - 65535)  # a window for every stream
         self.transport.write(h2.data_to_send())
 
     def data_received(self, data: bytes) -> None:
@@ -268,14 +268,15 @@ class H2Pool:
         self,
         upstream: Target,
         ca_file: str | None,
-        connect_timeout: float,
+        limits: Limits,
         flusher: Flusher,
         clock: Callable[[], float],
     ) -> None:
         self.upstream = upstream
         self.flusher = flusher
         self.clock = clock
-        self._timeout = connect_timeout
+        self.limits = limits
+        self._timeout = limits.upstream_timeout
         self._ssl: ssl.SSLContext | None = None
         if upstream.ssl is not None:
             self._ssl = verifying_context("h2", ca_file)
@@ -335,7 +336,7 @@ class H2Pool:
 
     def sweep(self, now: float) -> None:
         for conn in list(self._conns):
-            if not conn.streams and now - conn.idle_since > IDLE_SECONDS:
+            if not conn.streams and now - conn.idle_since > self.limits.upstream_idle_timeout:
                 conn.close()
 
     def close(self) -> None:

@@ -4,7 +4,7 @@
 for a token, or heals a refused one (single-flight, bounded by ``Bearer.may_reject``), then for a
 connection; a failure becomes the refusal the client gets (503, 504 or 502).
 
-``Replay``: up to REPLAY_LIMIT bytes of a request body, kept so that the request can be sent again
+``Replay``: up to ``Limits.replay_bytes`` of a request body, kept so that the request can be sent again
 once: with a refreshed token after a 401 (or a trailers-only gRPC UNAUTHENTICATED), or on another
 connection when the upstream closed or refused it unprocessed.
 """
@@ -24,9 +24,6 @@ from .refusals import Refusal
 from .target import Target
 
 log = logging.getLogger("tokenrelay.proxy")
-
-# Memory per request is bounded by it; gRPC unary calls and JSON requests fit, uploads are not replayed.
-REPLAY_LIMIT = 64 * 1024
 
 Conn = TypeVar("Conn")
 
@@ -70,12 +67,13 @@ async def acquire(
 
 
 class Replay:
-    """A request body's first bytes, while they fit in REPLAY_LIMIT, and whether it was sent again."""
+    """A request body's first bytes, while they fit in ``limit``, and whether it was sent again."""
 
-    __slots__ = ("parts", "resent", "size")
+    __slots__ = ("limit", "parts", "resent", "size")
 
-    def __init__(self) -> None:
-        self.parts: list[bytes] | None = []  # None once the body outgrew REPLAY_LIMIT, or it was resent
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.parts: list[bytes] | None = []  # None once the body outgrew the limit, or it was resent
         self.size = 0
         self.resent = False
 
@@ -83,7 +81,7 @@ class Replay:
         parts = self.parts
         if parts is not None:
             size = self.size + len(data)
-            if size <= REPLAY_LIMIT:
+            if size <= self.limit:
                 parts.append(data)
                 self.size = size
             else:
