@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol, cast
 
 from h2.config import H2Configuration
-from h2.connection import ConnectionInputs, H2ConnectionStateMachine
+from h2.connection import ConnectionInputs, ConnectionState, H2ConnectionStateMachine
 from h2.errors import ErrorCodes
 from h2.events import (
     ConnectionTerminated,
@@ -68,12 +68,35 @@ class UpstreamStream(Protocol):
     def pump_up(self) -> None: ...
 
 
+def _stays(state: ConnectionState) -> frozenset[int]:
+    """The inputs that leave an open connection as it is with nothing to do (every frame but GOAWAY),
+    read from h2's own table, by identity: an Enum hashes in Python, and h2 looks up about ten per
+    gRPC call."""
+    return frozenset(
+        id(input_)
+        for (was, input_), (func, target) in H2ConnectionStateMachine._transitions.items()
+        if was is state and target is state and func is None
+    )
+
+
+_CLIENT_OPEN, _SERVER_OPEN = ConnectionState.CLIENT_OPEN, ConnectionState.SERVER_OPEN
+_CLIENT_STAYS, _SERVER_STAYS = _stays(_CLIENT_OPEN), _stays(_SERVER_OPEN)
+_RECV_GOAWAY = ConnectionInputs.RECV_GOAWAY
+
+
 class GoawayKeepsStreams(H2ConnectionStateMachine):
     """h2 takes a received GOAWAY for the end of the connection and then refuses every frame; RFC 9113
-    §6.8 lets the streams up to its last_stream_id finish, so the connection stays open for them."""
+    §6.8 lets the streams up to its last_stream_id finish, so the connection stays open for them.
+    An open connection's frames skip h2's table lookup (``_stays``)."""
 
     def process_input(self, input_: ConnectionInputs) -> list[Event]:
-        if input_ is ConnectionInputs.RECV_GOAWAY:
+        state = self.state
+        if state is _CLIENT_OPEN:
+            if id(input_) in _CLIENT_STAYS:
+                return []
+        elif state is _SERVER_OPEN and id(input_) in _SERVER_STAYS:
+            return []
+        if input_ is _RECV_GOAWAY:
             return []
         return super().process_input(input_)
 
