@@ -18,7 +18,7 @@ import pytest
 from h2.errors import ErrorCodes
 
 from tokenrelay.proxy.bearer import REJECT_INTERVAL
-from tokenrelay.proxy.h2_upstream import GoawayKeepsStreams
+from tokenrelay.proxy.http2.upstream import GoawayKeepsStreams
 from tokenrelay.testing import FakeClock, loopback_certificates
 from tokenrelay.tokens.sts import Issued
 

@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from packaging.requirements import Requirement
 
-from tokenrelay.proxy.h2_connection import (
+from tokenrelay.proxy.http2.connection import (
     BLOCK_MEMO_ENTRIES,
     BLOCK_MEMO_LENGTH,
     HUFFMAN_MEMO_ENTRIES,
@@ -33,7 +33,7 @@ from tokenrelay.proxy.h2_connection import (
     UpstreamDecoder,
     ValidationMemo,
 )
-from tokenrelay.proxy.h2_upstream import GoawayKeepsStreams
+from tokenrelay.proxy.http2.upstream import GoawayKeepsStreams
 
 ROOT = Path(__file__).resolve().parents[2]
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"

@@ -8,15 +8,12 @@ slow path: a token, or a healed one after a 401, and an upstream connection; the
 (the one place requests may go, with the verifying TLS context of an https upstream), ``observer``
 (counters for metrics), ``context`` (the narrow view of the proxy each client connection gets) and
 ``server`` (the daemon component).
-HTTP/1.1: ``downstream`` (a client connection: parse, forward, the limits), ``upstream`` (a connection
-to the upstream: relay the answer), ``pool`` (keep-alive upstream connections), ``flow`` (why reading
-from a client is paused), ``answers`` (refusals as HTTP/1.1 responses).
-Dependencies run one way: ``server`` -> ``downstream`` -> ``context`` -> ``pool`` -> ``upstream``;
-an upstream connection reports to the downstream side through its ``AnswerEvents`` Protocol.
-HTTP/2 (h2c prior knowledge, gRPC), loaded with the first HTTP/2 client: ``h2_downstream`` (a client
-connection), ``h2_stream`` (one relayed stream), ``h2_upstream`` (the shared upstream connections),
-``h2_answers`` (refusals as trailers-only gRPC statuses or AIP-193 bodies), ``h2_connection`` (h2
-without its repeated costs), ``h2_relay`` and ``h2_flush`` (what the HTTP/2 connections share).
+The front ends only translate their framing (http1/ and http2/ say how); they import the shared
+modules, never each other, except that the HTTP/1.1 side hands a connection that opens with the
+HTTP/2 preface to ``http2.downstream`` (imported then: h2 loads with the first HTTP/2 client).
+Dependencies run one way: ``server`` -> ``http1.downstream`` -> ``context`` -> ``http1.pool`` ->
+``http1.upstream``; an upstream connection reports to the downstream side through its
+``AnswerEvents`` Protocol. tests/proxy/test_layering.py holds the package to these rules.
 """
 
 from .limits import Limits

@@ -1,7 +1,7 @@
 """The proxy's own answers, whatever the protocol: status, AIP-193 code and reason, and the message.
 
-One catalogue for both front ends: ``answers.render`` writes a refusal as an HTTP/1.1 response,
-``h2_answers.render`` as HTTP/2 headers and body, or as a trailers-only gRPC status. They carry
+One catalogue for both front ends: ``http1.answers.render`` writes a refusal as an HTTP/1.1
+response, ``http2.answers.render`` as HTTP/2 headers and body, or as a trailers-only gRPC status. They carry
 the same ``code`` and ErrorInfo ``reason`` a client already switches on for the upstream's refusals;
 the domain is ``tokenrelay`` so that a client can tell the relay's refusals apart.
 """

@@ -12,10 +12,10 @@ from ..lite.netloc import is_loopback
 from ..tokens.token import TokenSource
 from .bearer import Bearer
 from .context import ProxyContext
-from .downstream import ClientConnection
+from .http1.downstream import ClientConnection
+from .http1.pool import UpstreamPool
 from .limits import Limits
 from .observer import NullObserver, ProxyObserver
-from .pool import UpstreamPool
 from .target import Target
 
 log = logging.getLogger("tokenrelay.proxy")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from http import HTTPStatus
 
-from ..lite import aip193
-from .refusals import Refusal
+from ...lite import aip193
+from ..refusals import Refusal
 
 CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 

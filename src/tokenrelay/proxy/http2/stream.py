@@ -21,19 +21,20 @@ from typing import TYPE_CHECKING, Protocol
 from h2.errors import ErrorCodes
 from h2.exceptions import ProtocolError
 
-from ..tokens.token import Token
-from . import h2_answers, refusals
-from .h2_answers import Headers
-from .headers import h2_answer
-from .policy import Replay, may_heal
+from ...tokens.token import Token
+from .. import refusals
+from ..headers import h2_answer
+from ..policy import Replay, may_heal
+from . import answers
+from .answers import Headers
 
 if TYPE_CHECKING:
     from h2.connection import H2Connection
 
-    from .bearer import Bearer, Held
-    from .limits import Limits
-    from .observer import ProxyObserver
-    from .refusals import Refusal
+    from ..bearer import Bearer, Held
+    from ..limits import Limits
+    from ..observer import ProxyObserver
+    from ..refusals import Refusal
 
 
 class _Server(Protocol):
@@ -42,7 +43,7 @@ class _Server(Protocol):
 
 
 class DownSide(Protocol):
-    """What a stream uses of its client connection (``h2_downstream.H2Client``)."""
+    """What a stream uses of its client connection (``downstream.H2Client``)."""
 
     @property
     def h2(self) -> H2Connection: ...
@@ -72,7 +73,7 @@ class DownSide(Protocol):
 
 
 class UpSide(Protocol):
-    """What a stream uses of the upstream connection it is sent on (``h2_upstream.H2Upstream``)."""
+    """What a stream uses of the upstream connection it is sent on (``upstream.H2Upstream``)."""
 
     @property
     def h2(self) -> H2Connection: ...
@@ -241,7 +242,7 @@ class Stream:
                 status = int(value)
                 break
         if (
-            status == 401 or (ended and h2_answers.grpc_status(headers) == UNAUTHENTICATED)
+            status == 401 or (ended and answers.grpc_status(headers) == UNAUTHENTICATED)
         ) and self._may_heal():
             self._drop_up(reset=not ended)
             token = self.token
@@ -254,7 +255,7 @@ class Stream:
         self.status = status
         self.replay.forget()  # the answer has begun
         if ended:
-            self.grpc_status = h2_answers.grpc_status(headers)
+            self.grpc_status = answers.grpc_status(headers)
         if not self.down.send_headers(self.sid, h2_answer(headers), ended):
             self.cancel()
         elif ended:
@@ -277,7 +278,7 @@ class Stream:
                 self._reset_down(ErrorCodes.ENHANCE_YOUR_CALM)
 
     def on_trailers(self, headers: Headers) -> None:
-        self.grpc_status = h2_answers.grpc_status(headers)
+        self.grpc_status = answers.grpc_status(headers)
         self.down_trailers = h2_answer(headers)
 
     def on_end(self) -> None:
@@ -365,7 +366,7 @@ class Stream:
         if self.status:
             self._reset_down(ErrorCodes.INTERNAL_ERROR)
             return
-        answer = h2_answers.render(refusal, self.grpc)
+        answer = answers.render(refusal, self.grpc)
         self.status = answer.status
         self.grpc_status = answer.grpc_status
         if not self.down.send_headers(self.sid, answer.headers, not answer.body):

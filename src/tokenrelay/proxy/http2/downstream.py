@@ -1,7 +1,7 @@
 """A client connection speaking cleartext HTTP/2 (prior knowledge): gRPC and other HTTP/2 clients.
 
 client.py hands the transport over when a connection's first bytes are the HTTP/2 client preface.
-Every stream is relayed to the one upstream (h2_stream.py) with the current token; ``:authority``
+Every stream is relayed to the one upstream (stream.py) with the current token; ``:authority``
 and ``:scheme`` are the upstream's, whatever the client sent; methods.py decides which methods
 are refused (as on HTTP/1.1), target.py which ``:path`` is.
 
@@ -41,18 +41,19 @@ from h2.exceptions import ProtocolError
 from h2.settings import SettingCodes, Settings
 from hyperframe.frame import GoAwayFrame
 
-from . import h2_answers, methods, refusals
-from .h2_answers import Headers
-from .h2_connection import REQUEST_FLAGS, TRAILER_FLAGS, RelayConnection, ValidationMemo
-from .h2_relay import H2Relay
-from .h2_stream import Stream
-from .h2_upstream import GoawayKeepsStreams
-from .headers import H2_REQUEST_DROP
-from .policy import acquire
-from .refusals import Refusal
+from .. import methods, refusals
+from ..headers import H2_REQUEST_DROP
+from ..policy import acquire
+from ..refusals import Refusal
+from . import answers
+from .answers import Headers
+from .connection import REQUEST_FLAGS, TRAILER_FLAGS, RelayConnection, ValidationMemo
+from .relay import H2Relay
+from .stream import Stream
+from .upstream import GoawayKeepsStreams
 
 if TYPE_CHECKING:
-    from .context import ProxyContext
+    from ..context import ProxyContext
 
 log = logging.getLogger("tokenrelay.proxy")
 
@@ -143,7 +144,7 @@ class H2Client(asyncio.Protocol):
                     self.valid.check(event.headers, TRAILER_FLAGS if trailers else REQUEST_FLAGS)
                 self._handle(event)
         except ProtocolError as exc:
-            log.info("HTTP/2 client broke the protocol", extra={"error": h2_answers.protocol_error(exc)})
+            log.info("HTTP/2 client broke the protocol", extra={"error": answers.protocol_error(exc)})
             if self.h2.state_machine.state is not ConnectionState.CLOSED:  # a header list h2 refuses
                 self.h2.close_connection(ErrorCodes.PROTOCOL_ERROR)
             self.flush()  # h2 has queued the GOAWAY
@@ -350,7 +351,7 @@ class H2Client(asyncio.Protocol):
             if name == b"content-type":
                 content_type = value
             kept.append((name, value))
-        stream = Stream(self, sid, h2_answers.is_grpc(content_type))
+        stream = Stream(self, sid, answers.is_grpc(content_type))
         stream.complete = ended
         self.streams[sid] = stream
         refused = methods.refusal(method)

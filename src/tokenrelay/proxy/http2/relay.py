@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .h2_flush import Flusher
-from .h2_upstream import H2Pool
+from .flush import Flusher
+from .upstream import H2Pool
 
 if TYPE_CHECKING:
-    from .context import ProxyContext
+    from ..context import ProxyContext
 
 
 class H2Relay:

@@ -11,9 +11,9 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from ..lite import aip193
-from ..lite.redact import scrub
-from .refusals import Refusal
+from ...lite import aip193
+from ...lite.redact import scrub
+from ..refusals import Refusal
 
 Headers = list[tuple[bytes, bytes]]
 

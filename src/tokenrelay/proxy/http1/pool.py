@@ -12,7 +12,7 @@ import asyncio
 import time
 from collections.abc import Callable
 
-from .target import Target
+from ..target import Target
 from .upstream import UpstreamConnection
 
 MAX_IDLE = 256

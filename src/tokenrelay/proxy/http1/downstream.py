@@ -22,14 +22,15 @@ from typing import cast
 
 import httptools
 
-from ..tokens.token import Token
-from . import answers, headers, methods, refusals
-from .bearer import Held
-from .context import ProxyContext
+from ...tokens.token import Token
+from .. import headers, methods, refusals
+from ..bearer import Held
+from ..context import ProxyContext
+from ..limits import Limits
+from ..policy import Replay, acquire, may_heal
+from ..refusals import Refusal
+from . import answers
 from .flow import PENDING_FULL, QUEUED, STOPPED, UPGRADING, UPSTREAM_FULL, ReadFlow
-from .limits import Limits
-from .policy import Replay, acquire, may_heal
-from .refusals import Refusal
 from .upstream import UpstreamConnection
 
 log = logging.getLogger("tokenrelay.proxy")
@@ -216,8 +217,10 @@ class ClientConnection(asyncio.Protocol):
         self._flush()
 
     def _speak_h2(self, data: bytes) -> None:
-        """The first bytes are the HTTP/2 client preface (RFC 9113 §3.4): h2_downstream serves the rest."""
-        from .h2_downstream import take_over  # h2 loads with the first HTTP/2 client, off the HTTP/1.1 path
+        """The first bytes are the HTTP/2 client preface (RFC 9113 §3.4): http2/ serves the rest."""
+        from ..http2.downstream import (
+            take_over,  # h2 loads with the first HTTP/2 client, off the HTTP/1.1 path
+        )
 
         assert self.transport is not None
         self._phase = _CLOSED

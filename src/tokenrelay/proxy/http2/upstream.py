@@ -35,14 +35,14 @@ from h2.events import (
 from h2.exceptions import ProtocolError
 from h2.settings import SettingCodes, Settings
 
-from ..systemroots import verifying_context
-from . import h2_answers
-from .h2_connection import RelayConnection, UpstreamDecoder
+from ...systemroots import verifying_context
+from . import answers
+from .connection import RelayConnection, UpstreamDecoder
 
 if TYPE_CHECKING:
-    from .h2_flush import Flusher
-    from .limits import Limits
-    from .target import Target
+    from ..limits import Limits
+    from ..target import Target
+    from .flush import Flusher
 
 log = logging.getLogger("tokenrelay.proxy")
 
@@ -108,8 +108,8 @@ class H2Upstream(asyncio.Protocol):
         self.pool = pool
         self.flusher = pool.flusher
         self.max_streams = pool.limits.h2_upstream_streams
-        # The client's headers were validated as they arrived (h2_downstream); the upstream is the one
-        # the operator named, and h2_stream drops connection-specific fields from its answers itself.
+        # The client's headers were validated as they arrived (downstream.py); the upstream is the one
+        # the operator named, and stream.py drops connection-specific fields from its answers itself.
         config = H2Configuration(
             client_side=True,
             header_encoding=None,
@@ -204,7 +204,7 @@ class H2Upstream(asyncio.Protocol):
         try:
             events = self.h2.receive_data(data)
         except ProtocolError as exc:
-            why = f"the upstream broke the HTTP/2 protocol: {h2_answers.protocol_error(exc)}"
+            why = f"the upstream broke the HTTP/2 protocol: {answers.protocol_error(exc)}"
             log.warning("upstream failed", extra={"error": why, "protocol": "h2"})
             self.flush()
             self.close(why)
