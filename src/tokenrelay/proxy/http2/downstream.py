@@ -69,26 +69,26 @@ _CONTROL = (
 )
 
 
-def take_over(server: ProxyContext, transport: asyncio.Transport, data: bytes) -> None:
+def take_over(context: ProxyContext, transport: asyncio.Transport, data: bytes) -> None:
     """Serve ``transport``, whose first bytes ``data`` began with the HTTP/2 client preface."""
-    relay = server.h2
+    relay = context.h2
     if not isinstance(relay, H2Relay):
-        relay = server.h2 = H2Relay(server)
-    conn = H2Client(server, relay)
+        relay = context.h2 = H2Relay(context)
+    conn = H2Client(context, relay)
     transport.set_protocol(conn)
     conn.connection_made(transport)
-    server.connections.add(conn)
+    context.connections.add(conn)
     conn.data_received(data)
 
 
 class H2Client(asyncio.Protocol):
     """Serves one HTTP/2 client connection."""
 
-    def __init__(self, server: ProxyContext, relay: H2Relay) -> None:
-        self.server = server
+    def __init__(self, context: ProxyContext, relay: H2Relay) -> None:
+        self.context = context
         self.relay = relay
-        self.limits = server.limits
-        self.clock = server.clock  # the proxy's: its sweeps and the streams' timeouts read the same time
+        self.limits = context.limits
+        self.clock = context.clock  # the proxy's: its sweeps and the streams' timeouts read the same time
         # Headers are validated once, as they arrive (from the client here, from the upstream there);
         # here by h2's own rules, once per distinct list (ValidationMemo), as each request is handled.
         config = H2Configuration(
@@ -164,7 +164,7 @@ class H2Client(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        self.server.closed(self)
+        self.context.closed(self)
         for stream in list(self.streams.values()):
             stream.cancel()
         self.relay.flusher.run()
@@ -213,7 +213,7 @@ class H2Client(asyncio.Protocol):
         grpc_status = stream.grpc_status
         if grpc_status is None and stream.grpc and code == 499:
             grpc_status = 1  # CANCELLED: the client went away
-        self.server.observer.stream(code, grpc_status, self.clock() - stream.started)
+        self.context.observer.stream(code, grpc_status, self.clock() - stream.started)
         if not self.streams:
             self.idle_since = self.clock()
             if self.draining:
@@ -222,11 +222,11 @@ class H2Client(asyncio.Protocol):
     async def dispatch(self, stream: Stream, *, reject: bool) -> None:
         """The slow path: wait for a token or an upstream connection, then send the stream on."""
         relay = self.relay
-        bearer = self.server.bearer
+        bearer = self.context.bearer
         rejected = stream.token if reject else None
         got = await acquire(
             bearer,
-            self.server.target,
+            self.context.target,
             self.limits.upstream_timeout,
             held=None if rejected else bearer.current(),
             rejected=rejected,
@@ -373,7 +373,7 @@ class H2Client(asyncio.Protocol):
             (b":path", target),
             *kept,
         ]
-        held = self.server.bearer.current()
+        held = self.context.bearer.current()
         up = relay.pool.take() if held is not None else None
         if held is not None and up is not None:
             stream.bind(up, held)
@@ -409,4 +409,4 @@ class H2Client(asyncio.Protocol):
             self.flush()
             self.closed = True
             self.transport.close()
-            self.server.closed(self)
+            self.context.closed(self)

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from ..refusals import Refusal
 
 
-class _Server(Protocol):
+class _Context(Protocol):
     observer: ProxyObserver
     bearer: Bearer
 
@@ -57,7 +57,7 @@ class DownSide(Protocol):
     data_frames: int  # DATA frames that earn the client WINDOW_UPDATEs, since the last sweep
 
     @property
-    def server(self) -> _Server: ...
+    def context(self) -> _Context: ...
 
     def send_headers(self, sid: int, headers: Headers, end: bool) -> bool: ...
 
@@ -405,7 +405,7 @@ class Stream:
     def _may_heal(self) -> bool:
         """Whether a refused token may be refreshed and the call sent again (a whole request only)."""
         down = self.down
-        return self.complete and not down.closed and may_heal(self.replay, self.token, down.server.bearer)
+        return self.complete and not down.closed and may_heal(self.replay, self.token, down.context.bearer)
 
     def _resend(self, *, reject: bool) -> None:
         body = self.replay.take()
@@ -413,7 +413,7 @@ class Stream:
         self.to_up = deque((data, False) for data in body)
         self.up_ended = False
         self.waiting_since = 0.0
-        self.down.server.observer.retry()
+        self.down.context.observer.retry()
         self.task = asyncio.ensure_future(self.down.dispatch(self, reject=reject))
 
     def _discard_down(self) -> None:
