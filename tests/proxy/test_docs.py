@@ -39,3 +39,14 @@ def test_the_limits_table_states_every_bound_and_its_default() -> None:
     defaults = Limits()
     code = {f.name: shown(f.name, getattr(defaults, f.name)) for f in dataclasses.fields(Limits)}
     assert documented() == code
+
+
+def test_every_bound_the_page_names_has_its_default() -> None:
+    """Wherever docs/proxy.md gives a value with its Limits field, "100 (`h2_max_streams`)", the value
+    is that field's default."""
+    defaults = Limits()
+    fields = {f.name for f in dataclasses.fields(Limits)}
+    named = re.findall(r"(\d+(?: [KM]iB| s)?)(?:,| \() ?`?(\w+)`\)", DOC.read_text())
+    named = [(value, field) for value, field in named if field in fields]
+    assert len(named) >= 9
+    assert named == [(shown(field, getattr(defaults, field)), field) for _, field in named]
