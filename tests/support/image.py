@@ -9,16 +9,20 @@ test session is killed.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
 import time
+import urllib.parse
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -229,6 +233,7 @@ class RunningEmulator:
 
     process: subprocess.Popen[str]
     url: str
+    organization: str
     owner: str
 
     def mint(self, subject: str = "seed-owner") -> str:
@@ -240,6 +245,24 @@ class RunningEmulator:
             timeout=60,
         )
         return minted.stdout.strip()
+
+    def call(self, method: str, path: str, token: str, body: Any = None) -> Any:
+        """One call of the emulator's API as an identity holding ``token``; the decoded answer."""
+        request = urllib.request.Request(
+            self.url + path,
+            method=method,
+            data=None if body is None else json.dumps(body).encode(),
+            headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return json.loads(response.read())
+
+    def api_token(self, identity: str, oidc_token: str) -> str:
+        """The token service's answer for ``identity`` to ``oidc_token``."""
+        query = urllib.parse.urlencode({"aud": self.url, "identity": identity})
+        answer = self.call("GET", f"/sts/exchange?{query}", oidc_token)
+        token: str = answer["token"]
+        return token
 
 
 @contextmanager
@@ -259,7 +282,8 @@ def emulator(*extra: str) -> Iterator[RunningEmulator]:
             break
     try:
         assert "seed owner identity" in lines, f"tokenrelay emulate did not start: {lines}"
-        yield RunningEmulator(process, lines["emulator"], lines["seed owner identity"].split()[0])
+        owner = lines["seed owner identity"].split()[0]
+        yield RunningEmulator(process, lines["emulator"], lines["seed organization"], owner)
     finally:
         process.terminate()
         process.wait(timeout=30)
