@@ -1,14 +1,15 @@
 """The container image as it ships: built from the project's Dockerfile once per test session.
 
 No registry image can be pulled here, so the base comes from Debian packages (``mmdebstrap``, imported
-as ``PYTHON_IMAGE``); the build runs on a private ``dockerd`` (its own data root, exec root and socket)
-with no network at all, the Dockerfile's offline way: every wheel is in the context's ``wheelhouse/``,
-made beforehand by this virtualenv's pip. ``reaper`` makes sure engines and nodes stop even when the
-test session is killed.
+as ``PYTHON_IMAGE``, cached between sessions); the build runs on a private ``dockerd`` (its own data
+root, exec root and socket) with no network at all, the Dockerfile's offline way: every wheel is in the
+context's ``wheelhouse/``, made beforehand by this virtualenv's pip. ``reaper`` makes sure engines and
+nodes stop even when the test session is killed.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -137,6 +138,10 @@ class Engine:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+        # dockerd leaves its exec root's netns/default bind-mounted
+        mounts = subprocess.run(["findmnt", "-rn", "-o", "TARGET"], capture_output=True, text=True).stdout
+        for target in sorted(m for m in mounts.split() if m.startswith(f"{self.directory}/"))[::-1]:
+            subprocess.run(["umount", "--lazy", target], capture_output=True, check=False)
 
 
 @dataclass
@@ -179,11 +184,22 @@ def wheelhouse(directory: Path) -> None:
     )
 
 
+def base_archive() -> Path:
+    """The mmdebstrap base, kept between sessions like pip's cache (a minute or two to make, the longest
+    step of the build); a change of MMDEBSTRAP makes a new one."""
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tokenrelay-tests"
+    key = hashlib.sha256(json.dumps(MMDEBSTRAP).encode()).hexdigest()[:16]
+    base = cache / f"base-{key}.tar"
+    if not base.exists():
+        cache.mkdir(parents=True, exist_ok=True)
+        partial = base.with_suffix(f".{os.getpid()}.partial")
+        subprocess.run([*MMDEBSTRAP, str(partial)], check=True, capture_output=True, timeout=600)
+        partial.rename(base)
+    return base
+
+
 def build(engine: Engine) -> Image:
-    base = engine.directory / "base.tar"
-    subprocess.run([*MMDEBSTRAP, str(base)], check=True, capture_output=True, timeout=600)
-    engine.docker("import", str(base), BASE_TAG)
-    base.unlink()
+    engine.docker("import", str(base_archive()), BASE_TAG)
     context = engine.directory / "context"
     context.mkdir()
     for name in CONTEXT:

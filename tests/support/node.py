@@ -2,9 +2,9 @@
 ``image.py`` imported into its containerd.
 
 The cluster comes from ``shared/k8s`` beside the checkout (``$(dirname repo)/shared``, as CI lays it
-out), or from ``$TOKENRELAY_SHARED/k8s``. One node runs per machine (the kubelet and containerd use fixed
-host paths): a lock file serializes test sessions, and ``node-down`` runs at the end, and also when
-this process dies without its finalizers (``image.reaper``).
+out) or beside a parent of it, or from ``$TOKENRELAY_SHARED/k8s``. One node runs per machine (the
+kubelet and containerd use fixed host paths): a lock file serializes test sessions, and ``node-down``
+runs at the end, and also when this process dies without its finalizers (``image.reaper``).
 """
 
 from __future__ import annotations
@@ -31,9 +31,12 @@ IMAGE_REF = "docker.io/library/tokenrelay:test"  # the name containerd gives an 
 
 
 def shared_k8s() -> Path:
-    """``shared/k8s``: $TOKENRELAY_SHARED/k8s, else beside the checkout."""
-    shared = Path(os.environ.get("TOKENRELAY_SHARED") or REPO.parent / "shared")
-    return shared / "k8s"
+    """``shared/k8s``: $TOKENRELAY_SHARED/k8s, else the nearest ``shared/k8s`` beside the checkout or
+    beside one of its parents (a worktree in ``wt/`` next to ``shared/``)."""
+    if os.environ.get("TOKENRELAY_SHARED"):
+        return Path(os.environ["TOKENRELAY_SHARED"]) / "k8s"
+    beside = [parent / "shared" / "k8s" for parent in REPO.parents]
+    return next((k8s for k8s in beside if (k8s / "node-up").exists()), beside[0])
 
 
 def etcd() -> str | None:
