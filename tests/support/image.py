@@ -192,7 +192,7 @@ def base_archive() -> Path:
     base = cache / f"base-{key}.tar"
     if not base.exists():
         cache.mkdir(parents=True, exist_ok=True)
-        partial = base.with_suffix(f".{os.getpid()}.partial")
+        partial = cache / f"base-{key}.{os.getpid()}.partial.tar"  # mmdebstrap picks the format by suffix
         subprocess.run([*MMDEBSTRAP, str(partial)], check=True, capture_output=True, timeout=600)
         partial.rename(base)
     return base
