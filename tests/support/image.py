@@ -233,7 +233,8 @@ def built_image() -> Iterator[Image]:
     engine = Engine(short_dir("tr-docker-"))
     engine.start()
     assert engine.process is not None
-    watcher = reaper(f"kill {engine.process.pid}; sleep 10; rm -rf {engine.directory}")
+    netns = engine.directory / "exec" / "netns" / "default"  # dockerd leaves it mounted
+    watcher = reaper(f"kill {engine.process.pid}; sleep 10; umount -l {netns}; rm -rf {engine.directory}")
     try:
         yield build(engine)
     finally:
