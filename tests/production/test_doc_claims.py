@@ -231,6 +231,8 @@ OTHER_PROGRAMS_FLAGS = {
     "--global": "git config",
     "--local": "git config",
     "--keyring-provider": "pip",
+    "--build-arg": "docker build",
+    "--entrypoint": "docker run",
 }
 
 

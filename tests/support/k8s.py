@@ -31,7 +31,7 @@ import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 from cryptography import x509
@@ -51,7 +51,7 @@ class Assets:
     etcd: Path
 
 
-def unavailable(reason: str) -> None:
+def unavailable(reason: str) -> NoReturn:
     """Skip the test that needs a real Kubernetes, saying why; under CI (``CI=true``) fail instead."""
     if os.environ.get("CI", "").lower() in ("true", "1"):
         pytest.fail(f"{reason}, and CI is set: CI must run the Kubernetes tests", pytrace=False)
@@ -59,7 +59,13 @@ def unavailable(reason: str) -> None:
 
 
 def shared_dir() -> Path:
-    return Path(os.environ.get("TOKENRELAY_K8S_SHARED") or REPO.parent / "shared" / "k8s")
+    """``shared/k8s``: $TOKENRELAY_K8S_SHARED, else the nearest ``shared/k8s`` beside the checkout or
+    beside one of its parents (a worktree in ``wt/`` next to ``shared/``)."""
+    named = os.environ.get("TOKENRELAY_K8S_SHARED")
+    if named:
+        return Path(named)
+    beside = [parent / "shared" / "k8s" for parent in REPO.parents]
+    return next((k8s for k8s in beside if (k8s / "node-up").exists()), beside[0])
 
 
 def _executable(path: Path) -> bool:
