@@ -35,7 +35,7 @@ class ConnectionRates:
     def allow(self, connection: object) -> bool:
         now = self._clock()
         tat = max(self._tat.get(connection, now), now)
-        if tat - now > 1.0 - self._interval:
+        if tat - now > 1.0 - self._interval + 1e-9:  # 1e-9: float sums of the interval
             return False
         self._tat[connection] = tat + self._interval
         return True

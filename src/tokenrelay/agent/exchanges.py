@@ -95,6 +95,10 @@ class Exchanges:
     def __len__(self) -> int:
         return len(self._entries)
 
+    def providers(self) -> list[TokenProvider]:
+        """Every key's provider, least recently asked for first."""
+        return [entry.provider for entry in self._entries.values()]
+
     # -- the request path -----------------------------------------------------------------------
 
     def presented(self, pod: PodToken) -> None:

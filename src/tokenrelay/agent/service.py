@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("tokenrelay.agent")
 
 Sleep = Callable[[float], Awaitable[None]]
+PodSource = Callable[[NodePods], Awaitable[None]]
 
 
 class NodeAgent:
@@ -62,19 +63,25 @@ class NodeAgent:
         wall: Callable[[], float] = time.time,
         sleep: Sleep = asyncio.sleep,
         rng: random.Random | None = None,
+        keys: Load | None = None,
+        pod_source: PodSource | None = None,
     ) -> None:
+        """``keys`` and ``pod_source`` stand in for the API server (the chaos tests): the JWKS's
+        loader, and what fills ``pods`` (by default, the watch of this node's pods)."""
         self.settings = settings
         self._kube = kube
+        self._pod_source = pod_source
         self._rng = rng or random.Random()
         self._sleep = sleep
         self.pods = NodePods()
         self.registry = registry or CollectorRegistry()
         self.metrics = AgentMetrics(self.registry, pods=lambda: len(self.pods))
-        load: Load = (
-            cluster.file_keys(settings.cluster_jwks_file)
-            if settings.cluster_jwks_file
-            else cluster.api_keys(self._kube_config())
-        )
+        if keys is not None:
+            load = keys
+        elif settings.cluster_jwks_file:
+            load = cluster.file_keys(settings.cluster_jwks_file)
+        else:
+            load = cluster.api_keys(self._kube_config())
         self.keys = ClusterKeys(load, clock=clock)
         connector = aiohttp.TCPConnector(limit=64, ttl_dns_cache=60, ssl=session_context())
         self.session = aiohttp.ClientSession(connector=connector, trust_env=True)
@@ -103,6 +110,7 @@ class NodeAgent:
         self._inode: int | None = None
         self.client: AsyncClient | None = None
         self.tcp_port: int | None = None
+        self.agent: Agent | None = None
 
     def _kube_config(self) -> SingleConfig:
         if self._kube is None:
@@ -131,14 +139,19 @@ class NodeAgent:
                 s.metrics_listen, self.registry, self.ready, shutdown_grace=s.shutdown_grace
             )
             await self._metrics.start()
-        from lightkube import AsyncClient
+        if self._pod_source is None or s.startup_taint or not s.cluster_issuer:
+            from lightkube import AsyncClient
 
-        self.client = AsyncClient(config=self._kube_config())
+            self.client = AsyncClient(config=self._kube_config())
         issuer = s.cluster_issuer or await self._retry(
             "the cluster's issuer", lambda: cluster.issuer(self._kube_config())
         )
         await self._retry("the cluster's keys", self.keys.refresh)
-        self._tasks.append(asyncio.ensure_future(watch(self.client, s.node_name, self.pods, self._rng)))
+        if self._pod_source is not None:
+            self._tasks.append(asyncio.ensure_future(self._pod_source(self.pods)))
+        else:
+            assert self.client is not None
+            self._tasks.append(asyncio.ensure_future(watch(self.client, s.node_name, self.pods, self._rng)))
         self._tasks.append(asyncio.ensure_future(self.exchanges.run()))
         await self.pods.listed.wait()
         verifier = Verifier(self.keys, issuer=issuer, audience=s.audience, node=s.node_name, wall=self._wall)
@@ -161,6 +174,7 @@ class NodeAgent:
         sock = unixsocket.bind(s.socket, s.socket_mode)
         self._inode = unixsocket.inode(s.socket)
         await web.SockSite(self._runner, sock).start()
+        self.agent = agent
         self._serving = True
         log.info(
             "serving",
