@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import subprocess
 import sys
@@ -38,7 +39,6 @@ from tokenrelay.testing import FakeTokenService, ThreadedServer  # noqa: E402
 NODE = "bench-node"
 NAMESPACE = "bench"
 API = "https://api.example"
-SIDECAR_IDLE_RSS_MIB = 38.6  # bench/token_api.py's idle RSS of `tokenrelay run` (cli.daemon_loop_factory)
 
 
 def rss_mib(pid: int) -> float:
@@ -46,6 +46,31 @@ def rss_mib(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     raise RuntimeError("no VmRSS")
+
+
+def sidecar_rss(work: Path, auth_url: str, id_token: str) -> float:
+    """The RSS of one `tokenrelay run` holding its token: what each of the pods would carry."""
+    token_file = work / "oidc-token"
+    token_file.write_text(id_token)
+    socket = work / "sidecar.sock"
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(work)}
+    sidecar = subprocess.Popen(
+        [sys.executable, "-m", "tokenrelay", "run", "--auth-url", auth_url, "--api-url", API,
+         "--identity", "bench", "--id-token-file", str(token_file), "--socket", str(socket),
+         "--log-level", "warning"],
+        env=env,
+    )  # fmt: skip
+    try:
+        while not socket.exists():
+            time.sleep(0.1)
+        from tokenrelay.lite.socketclient import fetch_token
+
+        fetch_token(str(socket))
+        time.sleep(1.0)
+        return rss_mib(sidecar.pid)
+    finally:
+        sidecar.terminate()
+        sidecar.wait(20)
 
 
 def cluster(plane: k8s.ControlPlane, pods: int, accounts: int, audience: str) -> list[str]:
@@ -158,6 +183,7 @@ def main() -> int:
         idle = rss_mib(agent.pid)
         latencies, statuses = asyncio.run(load(socket, tokens, args.rate, args.seconds))
         rss = rss_mib(agent.pid)
+        sidecar = sidecar_rss(work, server.url, tokens[0])
     finally:
         if agent is not None:
             agent.terminate()
@@ -179,7 +205,8 @@ def main() -> int:
         f"max_ms={ms[-1]:.1f} exchanges={service.calls} "
         f"exchanges_per_interval={service.calls / (intervals + 1):.1f} "
         f"sidecar_exchanges_per_interval={args.pods} agent_rss_mib={rss:.1f} idle_rss_mib={idle:.1f} "
-        f"sidecars_rss_mib={args.pods * SIDECAR_IDLE_RSS_MIB:.0f}"
+        f"sidecar_rss_mib={sidecar:.1f} sidecars_rss_mib={args.pods * sidecar:.0f} "
+        f"memory_per_pod_mib=0"
     )
     return 0
 
