@@ -291,3 +291,19 @@ async def test_listen_serves_the_same_api_over_tcp(rig_factory: RigFactory) -> N
             assert (await response.json())["token"] == over_socket.token
         async with tcp.get(url, params={"identity": "alice"}) as response:
             assert response.status == 401
+
+
+async def test_service_that_rejects_the_pods_token_is_a_403_in_its_words(rig: AgentRig) -> None:
+    """A 401 from the service (it does not trust the cluster's issuer) reaches the pod as 403 with the
+    service's words: the pod's token passed the agent, the service is the authority."""
+
+    async def untrusted_issuer(request: web.Request) -> web.StreamResponse | None:
+        return refusal(
+            aip193.Code.UNAUTHENTICATED, "issuer kubernetes.default.svc is not trusted", 401, "ISSUER"
+        )
+
+    rig.service.behaviour = untrusted_issuer
+    answer = await rig.ask(rig.start_pod(Pod("web-1", "web")))
+    assert answer.status == 403
+    assert answer.reason == "ISSUER"
+    assert b"issuer kubernetes.default.svc is not trusted" in answer.body
