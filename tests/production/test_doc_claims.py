@@ -13,6 +13,7 @@ import yaml
 from prometheus_client import CollectorRegistry
 
 from tokenrelay import cli, config
+from tokenrelay.agent.metrics import AgentMetrics
 from tokenrelay.kube.webhook import WebhookMetrics
 from tokenrelay.sidecar.metrics import Metrics
 
@@ -127,6 +128,7 @@ def _metric_names() -> set[str]:
     names = set()
     registries = [Metrics(CollectorRegistry(), ["https://api.example.test"]).registry]
     registries.append(WebhookMetrics(CollectorRegistry()).registry)
+    registries.append(AgentMetrics(CollectorRegistry()).registry)
     for registry in registries:
         for family in registry.collect():
             names.add(family.name + ("_total" if family.type == "counter" else ""))
@@ -291,10 +293,11 @@ def test_defaults_the_pages_state_are_the_options_defaults() -> None:
 
 def test_annotations_the_pages_name_exist() -> None:
     """Every `tokenrelay.dev/...` name a page or manifest gives is an annotation the injector reads, its
-    opt-in label, or its status annotation."""
+    opt-in label, its status annotation, or the node agent's start-up taint."""
+    from tokenrelay.agent.cluster import STARTUP_TAINT
     from tokenrelay.kube import options
 
-    known = {*options.ANNOTATIONS, options.STATUS, options.INJECT_LABEL}
+    known = {*options.ANNOTATIONS, options.STATUS, options.INJECT_LABEL, STARTUP_TAINT}
     unknown = []
     for path in [*PAGES, *MANIFESTS]:
         for name in re.findall(r"\btokenrelay\.dev/[a-z-]+", path.read_text()):

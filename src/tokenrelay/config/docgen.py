@@ -1,7 +1,8 @@
 """The reference tables of the docs, generated from the tables in the code.
 
 ``config.OPTIONS`` gives the configuration reference in docs/operations.md; ``wrap.options.EXEC_OPTIONS``
-with the ``--configure`` targets gives exec's in docs/exec.md; ``kube.reference`` gives
+with the ``--configure`` targets gives exec's in docs/exec.md; ``agent.options.ALL_OPTIONS`` the node
+agent's in docs/agent.md; ``kube.reference`` gives
 the annotation table and the flags of ``tokenrelay inject`` and ``tokenrelay webhook`` in
 docs/kubernetes.md. Each table sits between a pair of markers (``SECTIONS``).
 ``python -m tokenrelay.docgen`` prints the configuration reference; ``--write FILE`` replaces every
@@ -117,24 +118,38 @@ def _kube(name: str) -> Callable[[], list[str]]:
     return body
 
 
+def _option_rows(options: Sequence[Option]) -> list[str]:
+    """A table of options by flag, with the environment variable each is read from."""
+    lines = ["| Flag | Environment | Type | Default | Meaning |", "|---|---|---|---|---|"]
+    for option in options:
+        flag = option.flag + (f" {option.metavar}" if option.metavar else "")
+        cells = (f"`{flag}`", f"`{option.env}`", _cell(_type(option)), _default(option), _cell(option.help))
+        lines.append(f"| {' | '.join(cells)} |")
+    return lines
+
+
 def _exec_lines() -> list[str]:
     """The tables of ``tokenrelay exec``'s own options and of its --configure targets."""
     from ..wrap.options import EXEC_OPTIONS  # imported only here: wrap builds on config
     from ..wrap.targets import TARGETS
 
-    lines = ["| Flag | Environment | Type | Default | Meaning |", "|---|---|---|---|---|"]
-    for option in EXEC_OPTIONS:
-        flag = option.flag + (f" {option.metavar}" if option.metavar else "")
-        cells = (f"`{flag}`", f"`{option.env}`", _cell(_type(option)), _default(option), _cell(option.help))
-        lines.append(f"| {' | '.join(cells)} |")
+    lines = _option_rows(EXEC_OPTIONS)
     lines += ["", "| `--configure` target | What the command gets |", "|---|---|"]
     lines += [f"| `{name}` | {_cell(target.summary)} |" for name, target in TARGETS.items()]
     return lines
 
 
+def _agent_lines() -> list[str]:
+    """The table of ``tokenrelay agent``'s options, its own and those it shares with run."""
+    from ..agent.options import ALL_OPTIONS  # imported only here: agent builds on config
+
+    return _option_rows(ALL_OPTIONS)
+
+
 SECTIONS = (
     Section("CONFIG REFERENCE", _config_lines),
     Section("EXEC REFERENCE", _exec_lines),
+    Section("AGENT REFERENCE", _agent_lines),
     Section("ANNOTATIONS", _kube("annotation_table")),
     Section("INJECTOR FLAGS", _kube("injector_flags")),
     Section("INJECT FLAGS", _kube("inject_flags")),
@@ -144,6 +159,7 @@ SECTIONS = (
 
 BEGIN, END = SECTIONS[0].begin, SECTIONS[0].end
 EXEC_BEGIN, EXEC_END = SECTIONS[1].begin, SECTIONS[1].end
+AGENT_BEGIN, AGENT_END = SECTIONS[2].begin, SECTIONS[2].end
 
 
 def splice(document: str, section: str, begin: str = BEGIN, end: str = END) -> str:
