@@ -289,10 +289,10 @@ def test_defaults_the_pages_state_are_the_options_defaults() -> None:
 
 def test_annotations_the_pages_name_exist() -> None:
     """Every `tokenrelay.dev/...` name a page or manifest gives is an annotation the injector reads, its
-    opt-in label, or its status annotation."""
+    opt-in label, its status annotation, or the node agent's start-up taint."""
     from tokenrelay.kube import options
 
-    known = {*options.ANNOTATIONS, options.STATUS, options.INJECT_LABEL}
+    known = {*options.ANNOTATIONS, options.STATUS, options.INJECT_LABEL, options.AGENT_NOT_READY}
     unknown = []
     for path in [*PAGES, *MANIFESTS]:
         for name in re.findall(r"\btokenrelay\.dev/[a-z-]+", path.read_text()):

@@ -44,6 +44,8 @@ EXEC_OPTION_NAMES = ("configure", "hosts", "export_token")
 # The defaults every layer imports (config's table and Settings, and the parts' own constructors).
 DEFAULT_SOCKET = "/var/run/tokenrelay/tokenrelay.sock"
 DEFAULT_ID_TOKEN_FILE = "/var/run/secrets/tokens/oidc-token"
+# The node agent's socket, in a host directory that agent-mode pods mount read-only (docs/agent.md).
+DEFAULT_AGENT_SOCKET = "/var/run/tokenrelay-agent/agent.sock"
 DEFAULT_EXCHANGE_TIMEOUT = 10.0
 DEFAULT_WAIT_TIMEOUT = 10.0
 DEFAULT_SHUTDOWN_GRACE = 10.0
@@ -62,6 +64,10 @@ HOSTS_ENV = ENV_PREFIX + "HOSTS"
 # Where the pod's proxy listens (http://127.0.0.1:PORT): set by the injector in app containers when
 # the proxy is on, and by ``tokenrelay exec`` for its command beside SOCKET_ENV.
 PROXY_URL_ENV = ENV_PREFIX + "PROXY_URL"
+# Set in agent-mode pods: the pod's projected token, which the local-API client sends to the node
+# agent on every call, and the identity it asks for (docs/agent.md).
+AGENT_TOKEN_FILE_ENV = ENV_PREFIX + "AGENT_TOKEN_FILE"
+IDENTITY_ENV = ENV_PREFIX + "IDENTITY"
 
 
 def flag(name: str) -> str:
