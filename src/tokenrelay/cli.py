@@ -45,6 +45,10 @@ PLUGINS: dict[str, tuple[str, str]] = {
         "tokenrelay.kube.webhook",
         "serve the mutating admission webhook that injects the tokenrelay sidecar",
     ),
+    "agent": (
+        "tokenrelay.agent.cli",
+        "run the node agent: one relay per node serving every opted-in pod on it (a DaemonSet)",
+    ),
     "kubelet-credential-provider": (
         "tokenrelay.helpers.kubelet",
         "kubelet image credential provider (credentialprovider.kubelet.k8s.io/v1)",

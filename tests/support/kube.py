@@ -117,7 +117,7 @@ def strip_injection(pod: dict[str, Any]) -> dict[str, Any]:
     spec["volumes"] = [v for v in spec["volumes"] if v["name"] not in added_volumes]
     if not spec["volumes"]:
         del spec["volumes"]
-    added_env = (mutation.SOCKET_ENV, mutation.PROXY_ENV, mutation.AGENT_TOKEN_FILE_ENV)
+    added_env: tuple[str, ...] = (mutation.SOCKET_ENV, mutation.PROXY_ENV, mutation.AGENT_TOKEN_FILE_ENV)
     added_env += (mutation.IDENTITY_ENV,)
     for container in [*spec.get("initContainers", []), *spec["containers"]]:
         for field, drop in (("env", added_env), ("volumeMounts", added_volumes)):

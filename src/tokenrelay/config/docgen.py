@@ -2,6 +2,7 @@
 
 ``config.OPTIONS`` gives the configuration reference in docs/operations.md;
 ``wrap.options.EXEC_OPTIONS`` with the ``--configure`` targets gives exec's in docs/exec.md;
+``agent.options.ALL_OPTIONS`` gives the node agent's in docs/agent.md;
 ``kube.reference`` gives the annotation table and the flags of ``tokenrelay inject`` and
 ``tokenrelay webhook`` in docs/kubernetes.md. Each table sits between a pair of markers (``SECTIONS``).
 ``python -m tokenrelay.docgen`` prints the configuration reference; ``--write FILE`` replaces every
@@ -103,6 +104,18 @@ def reference() -> str:
     return SECTIONS[0].render()
 
 
+def _agent_lines() -> list[str]:
+    """The table of ``tokenrelay agent``'s options, its own and those it shares with run."""
+    from ..agent.options import ALL_OPTIONS
+
+    lines = ["| Flag | Environment | Type | Default | Meaning |", "|---|---|---|---|---|"]
+    for option in ALL_OPTIONS:
+        flag = option.flag + (f" {option.metavar}" if option.metavar else "")
+        cells = (f"`{flag}`", f"`{option.env}`", _cell(_type(option)), _default(option), _cell(option.help))
+        lines.append(f"| {' | '.join(cells)} |")
+    return lines
+
+
 @dataclass(frozen=True, slots=True)
 class Section:
     """A generated table: its markers, and the function that writes the text between them."""
@@ -135,6 +148,7 @@ def _kube(name: str) -> Callable[[], list[str]]:
 SECTIONS = (
     Section("CONFIG REFERENCE", _config_lines),
     Section("EXEC REFERENCE", _exec_lines),
+    Section("AGENT REFERENCE", _agent_lines),
     Section("ANNOTATIONS", _kube("annotation_table")),
     Section("INJECTOR FLAGS", _kube("injector_flags")),
     Section("INJECT FLAGS", _kube("inject_flags")),
@@ -144,6 +158,7 @@ SECTIONS = (
 
 BEGIN, END = SECTIONS[0].begin, SECTIONS[0].end
 EXEC_BEGIN, EXEC_END = SECTIONS[1].begin, SECTIONS[1].end
+AGENT_BEGIN, AGENT_END = SECTIONS[2].begin, SECTIONS[2].end
 
 
 def splice(document: str, section: str, begin: str = BEGIN, end: str = END) -> str:

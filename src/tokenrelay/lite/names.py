@@ -40,12 +40,24 @@ OPTION_NAMES = (
 )
 # The options ``tokenrelay exec`` has beyond run's, in the order of wrap.options.EXEC_OPTIONS.
 EXEC_OPTION_NAMES = ("configure", "hosts", "export_token")
+# The options ``tokenrelay agent`` has beyond those it shares with run, in the order of
+# agent.options.AGENT_OPTIONS.
+AGENT_OPTION_NAMES = (
+    "listen",
+    "node_name",
+    "cluster_jwks_file",
+    "cluster_issuer",
+    "pod_token_audience",
+    "max_exchanges_per_second",
+    "max_requests_per_connection",
+    "max_cache_entries",
+    "startup_taint",
+)
 
 # The defaults every layer imports (config's table and Settings, and the parts' own constructors).
 DEFAULT_SOCKET = "/var/run/tokenrelay/tokenrelay.sock"
-DEFAULT_ID_TOKEN_FILE = "/var/run/secrets/tokens/oidc-token"
-# The node agent's socket, in a host directory that agent-mode pods mount read-only (docs/agent.md).
 DEFAULT_AGENT_SOCKET = "/var/run/tokenrelay-agent/agent.sock"
+DEFAULT_ID_TOKEN_FILE = "/var/run/secrets/tokens/oidc-token"
 DEFAULT_EXCHANGE_TIMEOUT = 10.0
 DEFAULT_WAIT_TIMEOUT = 10.0
 DEFAULT_SHUTDOWN_GRACE = 10.0
@@ -64,8 +76,8 @@ HOSTS_ENV = ENV_PREFIX + "HOSTS"
 # Where the pod's proxy listens (http://127.0.0.1:PORT): set by the injector in app containers when
 # the proxy is on, and by ``tokenrelay exec`` for its command beside SOCKET_ENV.
 PROXY_URL_ENV = ENV_PREFIX + "PROXY_URL"
-# Set in agent-mode pods: the pod's projected token, which the local-API client sends to the node
-# agent on every call, and the identity it asks for (docs/agent.md).
+# A pod served by the node agent (docs/agent.md): the file holding its projected service-account
+# token, sent on every call, and the identity it asks for (run's --identity variable).
 AGENT_TOKEN_FILE_ENV = ENV_PREFIX + "AGENT_TOKEN_FILE"
 IDENTITY_ENV = ENV_PREFIX + "IDENTITY"
 
@@ -82,7 +94,7 @@ def env(name: str) -> str:
 
 def where(name: str) -> str:
     """How a user sets option ``name``, for messages: ``--name (env TOKENRELAY_NAME)``."""
-    if name not in OPTION_NAMES and name not in EXEC_OPTION_NAMES:
+    if name not in OPTION_NAMES and name not in EXEC_OPTION_NAMES and name not in AGENT_OPTION_NAMES:
         raise KeyError(f"no option {name!r}")  # a typo here would print a setting that does not exist
     return f"{flag(name)} (env {env(name)})"
 

@@ -6,6 +6,10 @@ pull, a git fetch), so they must start in milliseconds: no aiohttp, no http.clie
 ``enum`` behind them) are imported only by the calls that need them: ``fetch_token_text``'s
 successful path needs neither. Nor does it need ``tokenrelay.errors``: ``LocalApiError`` is loaded
 when one is raised, and handed on from here on first use (PEP 562).
+
+With ``TOKENRELAY_AGENT_TOKEN_FILE`` set, the socket is the node agent's (docs/agent.md): every call
+reads that file afresh (kubelet rotates it) and sends it as ``Authorization: Bearer``, and a token
+request names ``identity=$TOKENRELAY_IDENTITY``, as AWS's container-credentials provider does.
 """
 
 # The C module behind ``socket``: the same socket object for what we do here (connect, sendall, recv),
@@ -14,7 +18,7 @@ from _socket import AF_UNIX, SOCK_STREAM
 from _socket import socket as unix_socket
 
 from . import environ as process_environ
-from .names import DEFAULT_SOCKET, EXPIRES_HEADER, SOCKET_ENV
+from .names import AGENT_TOKEN_FILE_ENV, DEFAULT_SOCKET, EXPIRES_HEADER, IDENTITY_ENV, SOCKET_ENV
 
 __all__ = [
     "DEFAULT_SOCKET",
@@ -33,6 +37,7 @@ if TYPE_CHECKING:
     from ..errors import LocalApiError
 
 MAX_REPLY = 1 << 20
+MAX_AGENT_TOKEN = 64 * 1024  # a projected service-account token is a few KiB
 _EXPIRES_KEY = EXPIRES_HEADER.lower().encode()
 
 
@@ -131,7 +136,32 @@ def fetch_token_bare(path: str, audience: str | None = None, timeout: float = 15
 
 
 def _target(audience: str | None) -> str:
-    return "/v1/token" + (f"?audience={quote(audience)}" if audience else "")
+    query = [f"audience={quote(audience)}"] if audience else []
+    env = process_environ()
+    if env.get(AGENT_TOKEN_FILE_ENV):
+        # The agent serves every identity of the node: the pod names its own on every call. Sent
+        # empty when unset, so that the agent's refusal names the variable.
+        query.append(f"identity={quote(env.get(IDENTITY_ENV, ''))}")
+    return "/v1/token" + ("?" + "&".join(query) if query else "")
+
+
+def _authorization() -> str:
+    """The ``Authorization`` header line for the node agent, read afresh; "" without the agent."""
+    path = process_environ().get(AGENT_TOKEN_FILE_ENV)
+    if not path:
+        return ""
+    try:
+        with open(path, "rb") as file:  # noqa: PTH123 (pathlib costs the helpers' start-up)
+            raw = file.read(MAX_AGENT_TOKEN + 1)
+    except OSError as exc:
+        raise _error(
+            f"cannot read the pod's token {path} named by {AGENT_TOKEN_FILE_ENV}: "
+            f"{exc.strerror or exc}; mount the projected token there or unset the variable"
+        ) from None
+    token = raw.strip()
+    if not token or len(raw) > MAX_AGENT_TOKEN or token.split() != [token] or not token.isascii():
+        raise _error(f"the file {path} named by {AGENT_TOKEN_FILE_ENV} does not hold a service-account token")
+    return "Authorization: Bearer " + token.decode() + "\r\n"
 
 
 def _refusal(path: str, status: int, body: bytes) -> "LocalApiError":
@@ -154,12 +184,13 @@ def exchange(
     path: str, target: str, timeout: float, accept: str = "application/json"
 ) -> tuple[int, dict[bytes, bytes], bytes]:
     """One GET over the socket; ``(status, headers, body)``, header names in lower case."""
+    authorization = _authorization()  # before connecting: a missing file is the pod's to fix
     sock = unix_socket(AF_UNIX, SOCK_STREAM)
     sock.settimeout(timeout)
     try:
         sock.connect(path)
         sock.sendall(
-            f"GET {target} HTTP/1.1\r\nHost: tokenrelay\r\nAccept: {accept}\r\n"
+            f"GET {target} HTTP/1.1\r\nHost: tokenrelay\r\nAccept: {accept}\r\n{authorization}"
             "Connection: close\r\n\r\n".encode()
         )
         chunks = []

@@ -1,0 +1,209 @@
+"""One exchange per (service account, identity, audience) on the node, kept fresh by the sidecar's
+own ``TokenProvider`` (its refresh policy, single flight, backoff), shared by every pod of that
+service account.
+
+A key's provider exchanges the freshest valid token held from a pod of that service account that
+still runs here. When no such pod has presented a valid token for longer than the key's token life,
+the key is dropped and never refreshed again (eks-pod-identity-agent renewed for pods long gone:
+#171, #92). The cache is bounded: at ``max_entries``, the key asked for least recently goes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import ExchangeError, IdTokenError
+from ..tokens.provider import Observer, TokenProvider
+from ..tokens.sts import Issued
+from ..tokens.token import Token
+from .limiter import ExchangeLimiter
+from .pods import NodePods
+from .podtoken import PodToken
+
+log = logging.getLogger("tokenrelay.agent")
+
+SWEEP_EVERY = 30.0  # seconds between looks for keys no pod asks for any more
+IDLE_BEFORE_TOKEN = 600.0  # a key that never got a token: dropped after this long unasked
+RESOURCE_EXHAUSTED = 8
+
+
+@dataclass(frozen=True, slots=True)
+class Key:
+    namespace: str
+    service_account: str
+    identity: str
+    audience: str
+
+    @property
+    def account(self) -> tuple[str, str]:
+        return self.namespace, self.service_account
+
+
+# The wire call: (audience, identity, the pod's token) -> the service's answer.
+Exchange = Callable[[str, str, str], Awaitable[Issued]]
+
+
+class _Entry:
+    __slots__ = ("provider", "task")
+
+    def __init__(self, provider: TokenProvider, task: asyncio.Task[None]) -> None:
+        self.provider = provider
+        self.task = task
+
+
+class Exchanges:
+    """The node's tokens by Key, and the pod tokens their exchanges use."""
+
+    def __init__(
+        self,
+        exchange: Exchange,
+        pods: NodePods,
+        limiter: ExchangeLimiter,
+        *,
+        max_entries: int,
+        wait_timeout: float,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        rng: random.Random | None = None,
+        observers: Sequence[Observer] = (),
+        on_size: Callable[[int], None] = lambda size: None,
+    ) -> None:
+        self._exchange = exchange
+        self._pods = pods
+        self._limiter = limiter
+        self._max_entries = max_entries
+        self._wait_timeout = wait_timeout
+        self._clock = clock
+        self._wall = wall
+        self._sleep = sleep
+        self._rng = rng or random.Random()
+        self._observers = tuple(observers)
+        self._on_size = on_size
+        self._entries: OrderedDict[Key, _Entry] = OrderedDict()
+        # per service account: pod uid -> its freshest token; and when a pod last presented one
+        self._pod_tokens: dict[tuple[str, str], dict[str, PodToken]] = {}
+        self._last_seen: dict[tuple[str, str], float] = {}
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def providers(self) -> list[TokenProvider]:
+        """Every key's provider, least recently asked for first."""
+        return [entry.provider for entry in self._entries.values()]
+
+    # -- the request path -----------------------------------------------------------------------
+
+    def presented(self, pod: PodToken) -> None:
+        """A verified token of a running pod: the freshest of its account's is what exchanges use."""
+        held = self._pod_tokens.setdefault(pod.account, {})
+        known = held.get(pod.pod_uid)
+        if known is None or known.expires < pod.expires:
+            held[pod.pod_uid] = pod
+        self._last_seen[pod.account] = self._clock()
+
+    def provider(self, key: Key) -> TokenProvider:
+        """The key's provider, made (and its schedule started) on first use."""
+        entry = self._entries.get(key)
+        if entry is not None:
+            self._entries.move_to_end(key)
+            return entry.provider
+        while len(self._entries) >= self._max_entries:
+            oldest, _ = next(iter(self._entries.items()))
+            self._drop(oldest, "cache full")
+        provider = TokenProvider(
+            key.audience,
+            lambda audience: self._fetch(key),
+            clock=self._clock,
+            wall=self._wall,
+            sleep=self._sleep,
+            rng=self._rng,
+            wait_timeout=self._wait_timeout,
+            observers=self._observers,
+        )
+        self._entries[key] = _Entry(provider, asyncio.ensure_future(provider.run()))
+        self._on_size(len(self._entries))
+        return provider
+
+    # -- the exchange -----------------------------------------------------------------------
+
+    def pod_token(self, account: tuple[str, str]) -> PodToken | None:
+        """The freshest token held of a pod of ``account`` that still runs here and has time left."""
+        held = self._pod_tokens.get(account, {})
+        now = self._wall()
+        for uid in [uid for uid, pod in held.items() if not self._pods.running(uid) or pod.expires <= now]:
+            del held[uid]
+        return max(held.values(), key=lambda pod: pod.expires, default=None)
+
+    async def _fetch(self, key: Key) -> Issued:
+        pod = self.pod_token(key.account)
+        if pod is None:
+            raise IdTokenError(
+                f"no pod of service account {key.namespace}/{key.service_account} running on this "
+                "node holds a valid token"
+            )
+        await self._limiter.acquire()
+        try:
+            return await self._exchange(key.audience, key.identity, pod.value)
+        except ExchangeError as exc:
+            if exc.status == 429 or exc.code == RESOURCE_EXHAUSTED:
+                self._limiter.pause(exc.retry_after)
+            raise
+
+    # -- upkeep -----------------------------------------------------------------------------
+
+    def sweep(self) -> int:
+        """Drop the keys whose service account no pod has asked for in over a token's life; how many."""
+        now = self._clock()
+        dropped = 0
+        for key, entry in list(self._entries.items()):
+            token: Token | None = entry.provider.token
+            idle_limit = token.lifetime if token is not None else IDLE_BEFORE_TOKEN
+            if now - self._last_seen.get(key.account, now) > idle_limit:
+                self._drop(key, "no pod asked for a token life")
+                dropped += 1
+        live = {key.account for key in self._entries}
+        for account in [account for account in self._last_seen if account not in live]:
+            del self._last_seen[account]
+            self._pod_tokens.pop(account, None)
+        return dropped
+
+    async def run(self) -> None:
+        """Sweep until cancelled."""
+        while True:
+            await self._sleep(SWEEP_EVERY)
+            self.sweep()
+
+    def _drop(self, key: Key, why: str) -> None:
+        entry = self._entries.pop(key)
+        entry.task.cancel()
+        running = entry.provider.in_flight
+        if running is not None:
+            running.cancel()
+        self._on_size(len(self._entries))
+        log.info(
+            "token dropped",
+            extra={
+                "namespace": key.namespace,
+                "serviceAccount": key.service_account,
+                "identity": key.identity,
+                "audience": key.audience,
+                "why": why,
+            },
+        )
+
+    async def stop(self) -> None:
+        tasks: list[asyncio.Future[Any]] = [entry.task for entry in self._entries.values()]
+        tasks += [e.provider.in_flight for e in self._entries.values() if e.provider.in_flight is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._entries.clear()
+        self._on_size(0)

@@ -1,0 +1,153 @@
+"""The settings of ``tokenrelay agent``, declared once as ``config.OPTIONS`` declares run's: flags,
+environment names and the generated reference (docs/agent.md) come from this table. The options it
+shares with run are run's own entries; ``socket`` and ``socket_mode`` are the agent's, since its
+defaults differ (a host directory every pod of the node mounts)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from ..config import OPTIONS_BY_NAME, Option, read_options
+from ..errors import ConfigError
+from ..lite.names import DEFAULT_AGENT_SOCKET, where
+
+# Every pod of the node connects, whatever its uid: what admits a caller is its token, not its uid.
+AGENT_SOCKET_MODE = 0o666
+DEFAULT_MAX_EXCHANGES_PER_SECOND = 20
+DEFAULT_MAX_REQUESTS_PER_CONNECTION = 100
+DEFAULT_MAX_CACHE_ENTRIES = 4096
+
+AGENT_OPTIONS: tuple[Option, ...] = (
+    Option(
+        "socket",
+        "Unix socket serving the local API, in a host directory that opted-in pods mount read-only.",
+        kind="path",
+        default=DEFAULT_AGENT_SOCKET,
+        metavar="PATH",
+    ),
+    Option(
+        "socket_mode",
+        "Permission bits of the socket, octal (every pod of the node connects: its token admits it).",
+        kind="mode",
+        default=AGENT_SOCKET_MODE,
+        metavar="MODE",
+    ),
+    Option(
+        "listen",
+        "Also serve the local API over TCP on HOST:PORT, for clients that cannot use a Unix socket.",
+        kind="hostport",
+        metavar="HOST:PORT",
+    ),
+    Option(
+        "node_name",
+        "This node's name (the DaemonSet sets it from spec.nodeName): a pod's token must name it.",
+        required=True,
+        metavar="NAME",
+    ),
+    Option(
+        "cluster_jwks_file",
+        "The cluster's service-account signing keys (JWKS) from this file, re-read when a token names "
+        "an unknown key; else the API server's /openid/v1/jwks with in-cluster credentials.",
+        kind="path",
+        metavar="FILE",
+    ),
+    Option(
+        "cluster_issuer",
+        "Issuer of the pods' tokens (default: the API server's /.well-known/openid-configuration; "
+        "required with --cluster-jwks-file).",
+        metavar="URL",
+    ),
+    Option(
+        "pod_token_audience",
+        "Audience a pod's projected token must carry (default: the --auth-url, the token service's).",
+        metavar="AUD",
+    ),
+    Option(
+        "max_exchanges_per_second",
+        "Most exchanges this node's agent starts per second, all keys together.",
+        kind="int",
+        default=DEFAULT_MAX_EXCHANGES_PER_SECOND,
+        metavar="N",
+    ),
+    Option(
+        "max_requests_per_connection",
+        "Most requests one client connection may make per second (then 429).",
+        kind="int",
+        default=DEFAULT_MAX_REQUESTS_PER_CONNECTION,
+        metavar="N",
+    ),
+    Option(
+        "max_cache_entries",
+        "Most (service account, identity, audience) tokens held; the least recently asked for goes.",
+        kind="int",
+        default=DEFAULT_MAX_CACHE_ENTRIES,
+        metavar="N",
+    ),
+    Option(
+        "startup_taint",
+        "Once ready, remove the tokenrelay.dev/agent-not-ready:NoSchedule taint from this node.",
+        kind="bool",
+        default=False,
+    ),
+)
+# Run's options the agent takes as they are.
+SHARED = (
+    "auth_url",
+    "api_url",
+    "exchange_timeout",
+    "wait_timeout",
+    "metrics_listen",
+    "shutdown_grace",
+    "log_format",
+    "log_level",
+)
+ALL_OPTIONS: tuple[Option, ...] = (*AGENT_OPTIONS, *(OPTIONS_BY_NAME[name] for name in SHARED))
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSettings:
+    """The validated settings of ``tokenrelay agent``."""
+
+    auth_url: str
+    api_url: str
+    node_name: str
+    socket: str = DEFAULT_AGENT_SOCKET
+    socket_mode: int = AGENT_SOCKET_MODE
+    listen: tuple[str, int] | None = None
+    cluster_jwks_file: str | None = None
+    cluster_issuer: str | None = None
+    pod_token_audience: str | None = None
+    max_exchanges_per_second: int = DEFAULT_MAX_EXCHANGES_PER_SECOND
+    max_requests_per_connection: int = DEFAULT_MAX_REQUESTS_PER_CONNECTION
+    max_cache_entries: int = DEFAULT_MAX_CACHE_ENTRIES
+    startup_taint: bool = False
+    exchange_timeout: float = OPTIONS_BY_NAME["exchange_timeout"].default
+    wait_timeout: float = OPTIONS_BY_NAME["wait_timeout"].default
+    metrics_listen: tuple[str, int] | None = None
+    shutdown_grace: float = OPTIONS_BY_NAME["shutdown_grace"].default
+    log_format: str = "json"
+    log_level: str = "info"
+
+    @property
+    def audience(self) -> str:
+        """The audience a pod's token must carry."""
+        return self.pod_token_audience or self.auth_url
+
+
+def load(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> AgentSettings:
+    """Flags and environment into AgentSettings; raises ConfigError naming the flag and variable."""
+    values = read_options(ALL_OPTIONS, args, environ)
+    for option in ALL_OPTIONS:
+        if option.required and values[option.name] is None:
+            raise ConfigError(f"{option.where()} is required: {option.help}")
+    settings = AgentSettings(**values)
+    if settings.cluster_jwks_file and not settings.cluster_issuer:
+        raise ConfigError(
+            f"{where('cluster_jwks_file')} needs {where('cluster_issuer')}: the issuer the pods' "
+            "tokens carry (kube-apiserver's --service-account-issuer)"
+        )
+    if settings.socket_mode & 0o111:
+        raise ConfigError(f"{where('socket_mode')}: {oct(settings.socket_mode)} sets execute bits; use 0666")
+    return settings
