@@ -13,6 +13,7 @@ import yaml
 from prometheus_client import CollectorRegistry
 
 from tokenrelay import cli, config
+from tokenrelay.agent.metrics import AgentMetrics
 from tokenrelay.kube.webhook import WebhookMetrics
 from tokenrelay.sidecar.metrics import Metrics
 
@@ -127,6 +128,7 @@ def _metric_names() -> set[str]:
     names = set()
     registries = [Metrics(CollectorRegistry(), ["https://api.example.test"]).registry]
     registries.append(WebhookMetrics(CollectorRegistry()).registry)
+    registries.append(AgentMetrics(CollectorRegistry()).registry)
     for registry in registries:
         for family in registry.collect():
             names.add(family.name + ("_total" if family.type == "counter" else ""))
@@ -212,10 +214,13 @@ def test_paths_the_pages_name_exist() -> None:
 
 
 def test_every_shipped_alert_has_a_runbook_section() -> None:
-    """docs/runbooks.md has a section headed by each alert of deploy/monitoring/prometheusrule.yaml, and
-    each alert's `runbook_url` annotation points at that section."""
-    rule = yaml.safe_load((REPO / "deploy" / "monitoring" / "prometheusrule.yaml").read_text())
-    alerts = {r["alert"]: r for g in rule["spec"]["groups"] for r in g["rules"]}
+    """docs/runbooks.md has a section headed by each alert of deploy/'s PrometheusRules (the sidecars',
+    the injector's, the node agent's), and each alert's `runbook_url` annotation points at that section."""
+    alerts = {}
+    for path in (REPO / "deploy").rglob("prometheusrule.yaml"):
+        rule = yaml.safe_load(path.read_text())
+        alerts |= {r["alert"]: r for g in rule["spec"]["groups"] for r in g["rules"]}
+    assert {"TokenRelayTokenExpiringSoon", "TokenRelayAgentExchangesFailing"} <= set(alerts)
     runbooks = (REPO / "docs" / "runbooks.md").read_text()
     sections = set(re.findall(r"^### `?(TokenRelay\w+)`?$", runbooks, flags=re.MULTILINE))
     assert sections == set(alerts)
