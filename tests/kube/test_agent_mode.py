@@ -160,3 +160,13 @@ def test_inject_adds_no_container_to_the_agent_example() -> None:
         "limits": {"cpu": "1", "memory": "256Mi"},
     }
     validate(deployment)
+
+
+def test_the_docs_show_the_injected_pod_as_inject_makes_it() -> None:
+    """docs/agent.md's injected pod spec (the "memory per pod: 0" claim) is `tokenrelay inject`'s output
+    for deploy/agent/example, whole."""
+    text = (REPO / "docs" / "agent.md").read_text()
+    marker = "<!-- the injected pod spec: tests/kube/test_agent_mode.py checks it is inject's output -->"
+    block = text[text.index(marker) :].split("```yaml\n", 1)[1].split("```", 1)[0]
+    deployment = next(d for d in injected_example() if d["kind"] == "Deployment")
+    assert yaml.safe_load(block) == deployment["spec"]["template"]["spec"]

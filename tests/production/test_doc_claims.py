@@ -234,6 +234,7 @@ OTHER_PROGRAMS_FLAGS = {
     "--image-credential-provider-bin-dir": "kubelet",
     "--image-credential-provider-config": "kubelet",
     "--service-account-issuer": "kube-apiserver",
+    "--register-with-taints": "kubelet",
     "--global": "git config",
     "--local": "git config",
     "--keyring-provider": "pip",
