@@ -154,9 +154,12 @@ def test_metrics_the_pages_name_exist() -> None:
     assert "tokenrelay_build_info" in exported
 
 
+GROUPS = "config|oidc|service|sidecar|clients|agent"  # the doctor's groups of checks
+
+
 def _doctor_check_ids() -> set[str]:
     source = "\n".join(p.read_text() for p in (REPO / "src" / "tokenrelay" / "doctor").glob("*.py"))
-    ids = set(re.findall(r"\"((?:config|oidc|service|sidecar|clients|agent)\.[a-z_.]+)(?:\{[^}]*\})?\"", source))
+    ids = set(re.findall(rf"\"((?:{GROUPS})\.[a-z_.]+)(?:\{{[^}}]*\}})?\"", source))
     ids |= {f"{prefix}N" for prefix in re.findall(r"f\"((?:service|sidecar)\.[a-z]+\.)\{number\}\"", source)}
     ids |= {f"{prefix}HOST" for prefix in re.findall(r"f\"(clients\.[a-z]+\.)\{host\.netloc\}\"", source)}
     ids |= {"config.auth_url", "config.api_url"}  # doctor/settings.py: "config." + the flag's name
@@ -170,7 +173,7 @@ def test_doctor_checks_the_pages_name_exist() -> None:
     files = re.compile(r"\.(?:toml|json|yaml|yml|py|md|sock)$")
     unknown = []
     for path in (p for p in PAGES if p.name != "emulator.md"):  # there `oidc.issuer` is an API field
-        for name in re.findall(r"`((?:config|oidc|service|sidecar|clients|agent)\.[A-Za-z_.]+)", path.read_text()):
+        for name in re.findall(rf"`((?:{GROUPS})\.[A-Za-z_.]+)", path.read_text()):
             if files.search(name) or name.endswith(".") or name.rsplit(".", 1)[-1].isupper():
                 continue  # a file, a sentence's end, or a Python constant such as `config.OPTIONS`
             if name not in ids and not name.endswith(".*"):
