@@ -8,10 +8,17 @@ BIN seconds; see docs/scale.md for what the figures mean.
 
     python bench/herd.py                       # 10,000 providers, 10-minute outage
     python bench/herd.py --providers 2000 --outage 1500
+    python bench/herd.py --pods 100000 --nodes 1000 --accounts-per-node 10   # sidecars against agents
 
 The last line printed is::
 
     providers=N outage_s=S peak_per_s=P mean_per_s=M peak_to_mean=R expired=E
+
+With ``--pods``, the same schedule runs twice in one invocation: once with a sidecar per pod (one
+provider each), once with a node agent per node (docs/agent.md: one provider per service account of
+the node, behind the node's exchange limiter, ``--max-exchanges-per-second``), and a line for each:
+
+    mode=sidecars providers=... / mode=agents providers=...
 """
 
 from __future__ import annotations
@@ -23,9 +30,11 @@ import random
 import selectors
 import sys
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from tokenrelay.agent.limiter import ExchangeLimiter
+from tokenrelay.agent.options import DEFAULT_MAX_EXCHANGES_PER_SECOND
 from tokenrelay.errors import ExchangeError, TokenRelayError
 from tokenrelay.testing import make_jwt
 from tokenrelay.tokens.provider import TokenProvider
@@ -115,7 +124,28 @@ class ExpiryWatch:
         pass
 
 
-async def herd(providers: int, outage_s: float, lifetime: float, seed: int) -> str:
+Fetch = Callable[[str], Awaitable[Issued]]
+
+
+def behind_limiters(service: TokenService, nodes: int, loop: VirtualTimeLoop) -> Callable[[int], Fetch]:
+    """Provider i's fetch through its node's ExchangeLimiter, as the agent's Exchanges calls it."""
+    limiters = [ExchangeLimiter(DEFAULT_MAX_EXCHANGES_PER_SECOND, clock=loop.time) for _ in range(nodes)]
+
+    def fetch_for(index: int) -> Fetch:
+        limiter = limiters[index % nodes]
+
+        async def fetch(audience: str) -> Issued:
+            await limiter.acquire()
+            return await service(audience)
+
+        return fetch
+
+    return fetch_for
+
+
+async def herd(providers: int, outage_s: float, lifetime: float, seed: int, nodes: int | None = None) -> str:
+    """``providers`` on their schedules; with ``nodes``, provider i is a key of node i % nodes's
+    agent and goes through that node's limiter."""
     loop = asyncio.get_running_loop()
     assert isinstance(loop, VirtualTimeLoop)
     rng = random.Random(seed)
@@ -126,10 +156,11 @@ async def herd(providers: int, outage_s: float, lifetime: float, seed: int) -> s
     finish = outage_end + lifetime
     service = TokenService(lifetime, (outage_start, outage_end), latency=0.05, clock=loop)
     watch = ExpiryWatch(loop.time)
+    fetch_for = behind_limiters(service, nodes, loop) if nodes else (lambda index: service)
     fleet = [
         TokenProvider(
             f"https://api{i}.example",
-            service,
+            fetch_for(i),
             clock=loop.time,
             wall=lambda: WALL0 + loop.time(),
             rng=random.Random(rng.random()),
@@ -175,10 +206,23 @@ def main() -> int:
     parser.add_argument("--outage", type=float, default=600.0, help="seconds the token service is down")
     parser.add_argument("--lifetime", type=float, default=3600.0, help="token lifetime, seconds")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--pods", type=int, help="sidecars against agents: pods in the fleet")
+    parser.add_argument("--nodes", type=int, default=1000, help="with --pods: nodes, one agent each")
+    parser.add_argument(
+        "--accounts-per-node", type=int, default=10, help="with --pods: service accounts per node"
+    )
     args = parser.parse_args()
     logging.disable(logging.CRITICAL)  # 10,000 providers log every failure; the counts are the output
-    with asyncio.Runner(loop_factory=VirtualTimeLoop) as runner:
-        print(runner.run(herd(args.providers, args.outage, args.lifetime, args.seed)))
+    if args.pods is None:
+        with asyncio.Runner(loop_factory=VirtualTimeLoop) as runner:
+            print(runner.run(herd(args.providers, args.outage, args.lifetime, args.seed)))
+        return 0
+    keys = args.nodes * args.accounts_per_node  # one identity and audience per service account
+    runs = (("sidecars", args.pods, None), ("agents", keys, args.nodes))
+    for mode, providers, nodes in runs:
+        with asyncio.Runner(loop_factory=VirtualTimeLoop) as runner:
+            line = runner.run(herd(providers, args.outage, args.lifetime, args.seed, nodes))
+        print(f"mode={mode} {line}", flush=True)
     return 0
 
 

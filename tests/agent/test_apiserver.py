@@ -178,3 +178,23 @@ def test_startup_taint_is_removed_through_real_rbac(cluster: Cluster) -> None:
     assert STARTUP_TAINT in taints(OTHER_NODE)
     with urllib.request.urlopen(cluster.metrics + "/readyz", timeout=10) as response:
         assert json.load(response) == {"status": "ready"}
+
+
+def test_metrics_count_entries_lookups_exchanges_and_refusals(cluster: Cluster) -> None:
+    """/metrics on --metrics-listen counts what the agent did: tokens held, hits and misses,
+    exchanges, refusals by reason (the limiter's waits: tests/chaos/test_agent.py)."""
+    cluster.pod("metrics-1", "alpha")
+    token = cluster.token("metrics-1")
+    missing = _metric(cluster, "tokenrelay_agent_refusals_total", reason="POD_TOKEN_MISSING")
+    exchanges = _metric(cluster, "tokenrelay_agent_exchanges_total", result="success")
+    misses = _metric(cluster, "tokenrelay_agent_cache_lookups_total", result="miss")
+    hits = _metric(cluster, "tokenrelay_agent_cache_lookups_total", result="hit")
+    assert cluster.ask(None).status == 401
+    assert cluster.ask(token, identity="metrics-id").status == 200
+    assert cluster.ask(token, identity="metrics-id").status == 200
+    assert _metric(cluster, "tokenrelay_agent_refusals_total", reason="POD_TOKEN_MISSING") == missing + 1
+    assert _metric(cluster, "tokenrelay_agent_exchanges_total", result="success") == exchanges + 1
+    assert _metric(cluster, "tokenrelay_agent_cache_lookups_total", result="miss") == misses + 1
+    assert _metric(cluster, "tokenrelay_agent_cache_lookups_total", result="hit") == hits + 1
+    assert _metric(cluster, "tokenrelay_agent_cache_entries") >= 1
+    assert _metric(cluster, "tokenrelay_agent_pods") >= 1

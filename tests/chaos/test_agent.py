@@ -151,6 +151,8 @@ async def test_exchange_rate_is_bounded_per_node(rig_factory: RigFactory) -> Non
         assert rig.service.calls - before <= 5
     answers = [await ask for ask in asks]
     assert rig.service.calls == 30
+    registry = rig.node_agent.registry
+    assert (registry.get_sample_value("tokenrelay_agent_limiter_waits_total") or 0) >= 20
     assert sum(a.status == 200 for a in answers) >= 25  # the last few may outwait --wait-timeout
 
 
@@ -234,3 +236,41 @@ async def test_one_connection_asking_too_fast_gets_429(rig_factory: RigFactory) 
                     assert aip193.parse(await response.read())[2] == "RATE_LIMITED"  # type: ignore[index]
     assert statuses[:10] == [200] * 10
     assert set(statuses[10:]) == {429}
+
+
+async def test_a_kept_verification_still_expires_with_the_token(rig: AgentRig) -> None:
+    """A pod token verified once is refused as EXPIRED once its exp passes, though it was accepted
+    before: the kept verification does not outlive the token."""
+    pod = rig.start_pod(Pod("web-1", "web"))
+    short = rig.key.token(pod, rig.auth_url, now=rig.clock.wall(), life=120)
+    assert (await rig.ask(pod, token=short)).status == 200
+    await rig.advance(130.0)
+    refused = await rig.ask(pod, token=short)
+    assert refused.status == 401
+    assert refused.reason == "POD_TOKEN_EXPIRED"
+
+
+async def test_the_helpers_client_reads_the_pods_token_file_on_every_call(
+    rig: AgentRig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The credential helpers' client sends the file's token as it is at each call: once kubelet
+    rewrites it (here: another pod's), the next call carries the new one, no restart."""
+    from tokenrelay.lite import socketclient
+
+    leaving = rig.start_pod(Pod("web-1", "web"))
+    staying = rig.start_pod(Pod("web-2", "web"))
+    token_file = short_dir() / "token"
+    token_file.write_text(rig.key.token(leaving, rig.auth_url))
+    monkeypatch.setenv("TOKENRELAY_AGENT_TOKEN_FILE", str(token_file))
+    monkeypatch.setenv("TOKENRELAY_IDENTITY", "alice")
+    path = rig.node_agent.settings.socket
+    token, expires = await asyncio.to_thread(socketclient.fetch_token_bare, path)
+    assert jti(token) == "t1"
+    assert expires is not None
+    rig.delete_pod(leaving)
+    with pytest.raises(socketclient.LocalApiError) as refused:
+        await asyncio.to_thread(socketclient.fetch_token_bare, path)
+    assert refused.value.reason == "POD_TOKEN_POD_GONE"
+    token_file.write_text(rig.key.token(staying, rig.auth_url))
+    token, _ = await asyncio.to_thread(socketclient.fetch_token_bare, path)
+    assert jti(token) == "t1"

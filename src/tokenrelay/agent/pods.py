@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+from collections import OrderedDict
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +22,7 @@ log = logging.getLogger("tokenrelay.agent")
 
 FINISHED = frozenset({"Succeeded", "Failed"})
 NEWCOMER_WAIT = 5.0  # seconds a pod unknown to the watch may wait for it to catch up
+MAX_GONE = 4096  # uids remembered as deleted or finished, refused without that wait
 
 
 class NodePods:
@@ -28,6 +30,7 @@ class NodePods:
 
     def __init__(self) -> None:
         self._uids: set[str] = set()
+        self._gone: OrderedDict[str, None] = OrderedDict()
         self._news = asyncio.Event()
         self.listed = asyncio.Event()  # set by the first list
 
@@ -47,7 +50,7 @@ class NodePods:
         deadline = loop.time() + timeout
         while uid not in self._uids:
             left = deadline - loop.time()
-            if left <= 0 or not self.synced:
+            if left <= 0 or not self.synced or uid in self._gone:
                 return False
             news = self._news
             try:
@@ -66,6 +69,9 @@ class NodePods:
         """One watch event: ADDED, MODIFIED or DELETED."""
         if kind == "DELETED" or phase in FINISHED:
             self._uids.discard(uid)
+            self._gone[uid] = None
+            if len(self._gone) > MAX_GONE:
+                self._gone.popitem(last=False)
         else:
             self._uids.add(uid)
         self._announce()

@@ -4,11 +4,16 @@ Signature against the cluster's keys, issuer, audience, ``exp``/``nbf``, then th
 token carries (``kubernetes.io.pod``, ``kubernetes.io.node``): the node must be this one, and the
 pod must still run here (``NodePods``). No TokenReview, no call out per request. Each failed check
 has its own reason, ``POD_TOKEN_<CHECK>``, and a message that says what to fix.
+
+A pod sends the same token for minutes (kubelet renews it at 80% of its life), so the signature
+and claims of a token are checked once and the result kept (bounded, by the token's whole value);
+its expiry is checked again on every request, and the caller checks the pod on every request.
 """
 
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +26,7 @@ from .jwks import ClusterKeys
 ALGORITHMS = ["RS256", "RS384", "RS512", "ES256", "ES384", "ES512", "PS256", "PS384", "PS512"]
 LEEWAY = 5.0  # seconds of clock difference between this node and the API server
 MAX_TOKEN_BYTES = 16 * 1024
+MAX_VERIFIED = 4096  # tokens whose verification is kept: a node's pods, each with a token or two
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +76,7 @@ class Verifier:
         self._audience = audience
         self._node = node
         self._wall = wall
+        self._verified: OrderedDict[str, PodToken] = OrderedDict()
 
     async def verify(self, authorization: str | None) -> PodToken:
         """The pod token of an ``Authorization`` header value; raises Refused."""
@@ -81,6 +88,12 @@ class Verifier:
                 "no pod token: send the pod's projected service-account token as Authorization: "
                 "Bearer (TOKENRELAY_AGENT_TOKEN_FILE names its file)",
             )
+        known = self._verified.get(value)
+        if known is not None:
+            if known.expires + LEEWAY <= self._wall():
+                del self._verified[value]
+                raise Refused("EXPIRED", "the pod token has expired: kubelet should have renewed its file")
+            return known
         if len(value) > MAX_TOKEN_BYTES:
             raise Refused("MALFORMED", "the pod token is over 16 KiB: not a service-account token")
         try:
@@ -91,8 +104,11 @@ class Verifier:
         key = await self._keys.key(kid if isinstance(kid, str) else None)
         if key is None:
             raise Refused("SIGNATURE", "the pod token is signed with a key that is not the cluster's")
-        claims = self._decode(value, key)
-        return self._pod(value, claims)
+        pod = self._pod(value, self._decode(value, key))
+        self._verified[value] = pod
+        if len(self._verified) > MAX_VERIFIED:
+            self._verified.popitem(last=False)
+        return pod
 
     def _decode(self, value: str, key: jwt.PyJWK) -> dict[str, Any]:
         try:

@@ -201,6 +201,11 @@ def exchange(
             if size > MAX_REPLY:
                 raise _error(f"the tokenrelay sidecar at {path} answered over 1 MiB")
     except (FileNotFoundError, ConnectionRefusedError):
+        if authorization:
+            raise _error(
+                f"no tokenrelay agent is listening at {path}: is the node's agent (its DaemonSet) "
+                f"running, and its directory mounted where {SOCKET_ENV} points?"
+            ) from None
         raise _error(
             f"no tokenrelay sidecar is listening at {path}: start `tokenrelay run`, or point "
             "--socket / TOKENRELAY_SOCKET at its socket"
