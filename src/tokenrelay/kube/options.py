@@ -320,6 +320,11 @@ _VALIDATORS: dict[Kind, Callable[[Annotation, str], Any]] = {
 }
 
 
+def check(row: Annotation, text: str) -> Any:
+    """The value of one annotation, by its kind's validator; ValueError with each problem as an arg."""
+    return _VALIDATORS[row.kind](row, text.strip())
+
+
 def parse(annotations: Mapping[str, object], default_identity: str | None = None) -> PodOptions:
     """PodOptions from a pod's annotations; raises InjectionRefused naming every bad annotation at once."""
     problems = [
@@ -335,7 +340,7 @@ def parse(annotations: Mapping[str, object], default_identity: str | None = None
             problems.append(f"annotation {row.name} must be a non-empty string")
             continue
         try:
-            values[row.field] = _VALIDATORS[row.kind](row, value.strip())
+            values[row.field] = check(row, value)
         except ValueError as exc:
             problems += [f"annotation {row.name}: {problem}" for problem in exc.args]
     if IDENTITY not in annotations:

@@ -50,19 +50,28 @@ CANARY: dict[str, Any] = {
 }
 
 
+# The defaults, named once: the flags' rows (OPTIONS) and WebhookSettings both read them.
+DEFAULT_LISTEN = "0.0.0.0:8443"
+DEFAULT_METRICS_LISTEN = "0.0.0.0:9090"
+DEFAULT_TLS_DIR = "/var/run/tokenrelay-webhook/tls"
+DEFAULT_NAME = "tokenrelay-injector"  # of the Service and of the MutatingWebhookConfiguration
+DEFAULT_CHECK_INTERVAL = 60.0
+DEFAULT_SHUTDOWN_DELAY = 5.0
+
+
 @dataclass(frozen=True, slots=True)
 class WebhookSettings:
     injector: mutation.Injector
-    listen: tuple[str, int] = ("0.0.0.0", 8443)
-    metrics_listen: tuple[str, int] | None = ("0.0.0.0", 9090)
-    tls_dir: Path = Path("/var/run/tokenrelay-webhook/tls")
+    listen: tuple[str, int] = parse_hostport(DEFAULT_LISTEN)
+    metrics_listen: tuple[str, int] | None = parse_hostport(DEFAULT_METRICS_LISTEN)
+    tls_dir: Path = Path(DEFAULT_TLS_DIR)
     namespace: str = "tokenrelay-system"
     excluded: frozenset[str] = frozenset({"kube-system"})
     cert_secret: str | None = None  # None: the files come from elsewhere (cert-manager)
-    webhook_configuration: str = "tokenrelay-injector"
-    service: str = "tokenrelay-injector"
-    check_interval: float = 60.0
-    shutdown_delay: float = 5.0
+    webhook_configuration: str = DEFAULT_NAME
+    service: str = DEFAULT_NAME
+    check_interval: float = DEFAULT_CHECK_INTERVAL
+    shutdown_delay: float = DEFAULT_SHUTDOWN_DELAY
     policy: certs.Policy = field(default_factory=certs.Policy)
 
     @property
@@ -331,7 +340,7 @@ OPTIONS: tuple[Option, ...] = (
         "listen",
         "The HTTPS listener: POST /mutate, /healthz, /readyz.",
         kind="hostport",
-        default="0.0.0.0:8443",
+        default=DEFAULT_LISTEN,
         metavar="HOST:PORT",
         variable=None,
     ),
@@ -339,7 +348,7 @@ OPTIONS: tuple[Option, ...] = (
         "metrics_listen",
         "/metrics (and /healthz, /readyz) in plain HTTP.",
         kind="hostport",
-        default="0.0.0.0:9090",
+        default=DEFAULT_METRICS_LISTEN,
         metavar="HOST:PORT",
         variable=None,
     ),
@@ -348,7 +357,7 @@ OPTIONS: tuple[Option, ...] = (
         "Directory of tls.crt, tls.key and ca.crt: cert-manager's Secret mounted there, or where "
         "--cert-secret writes.",
         kind="path",
-        default="/var/run/tokenrelay-webhook/tls",
+        default=DEFAULT_TLS_DIR,
         metavar="DIR",
         variable=None,
     ),
@@ -362,14 +371,14 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "webhook_configuration",
         "The MutatingWebhookConfiguration whose caBundle --cert-secret keeps.",
-        default="tokenrelay-injector",
+        default=DEFAULT_NAME,
         metavar="NAME",
         variable=None,
     ),
     Option(
         "service",
         "The webhook's Service: the certificate is for NAME.NAMESPACE.svc.",
-        default="tokenrelay-injector",
+        default=DEFAULT_NAME,
         metavar="NAME",
         variable=None,
     ),
@@ -392,7 +401,7 @@ OPTIONS: tuple[Option, ...] = (
         "check_interval",
         "How often the certificate is checked, rotated and reloaded, in seconds.",
         kind="seconds",
-        default=60.0,
+        default=DEFAULT_CHECK_INTERVAL,
         metavar="SECONDS",
         variable=None,
     ),
@@ -401,7 +410,7 @@ OPTIONS: tuple[Option, ...] = (
         "On SIGTERM, how long to keep serving while not ready, so the Service drops this replica "
         "first, in seconds.",
         kind="seconds",
-        default=5.0,
+        default=DEFAULT_SHUTDOWN_DELAY,
         metavar="SECONDS",
         variable=None,
     ),
