@@ -1,23 +1,35 @@
 # tokenrelay: the sidecar image. A builder stage makes a virtualenv; the runtime copies only that.
 #   docker build -t tokenrelay .
 #   docker run --rm --read-only --tmpfs /var/run/tokenrelay:uid=65532,gid=65532 tokenrelay --help
+# Offline (no package index reachable from the build): put every wheel in ./wheelhouse first,
+#   pip wheel --wheel-dir wheelhouse . 'setuptools>=77,<85'
+#   docker build --network none --build-arg PIP_NO_INDEX=1 -t tokenrelay .
 # The runtime writes nothing outside mounted volumes (socket dir, --token-file dirs), so it runs with a
 # read-only root filesystem. No HEALTHCHECK: Kubernetes probes /healthz and /readyz on --metrics-listen.
 
 ARG PYTHON_IMAGE=python:3.12-slim-bookworm
 
 FROM ${PYTHON_IMAGE} AS builder
+# PIP_NO_INDEX=1 builds from ./wheelhouse alone; pip takes wheels from it in any case.
+ARG PIP_NO_INDEX=0
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_FIND_LINKS=/src/wheelhouse \
     PYTHONDONTWRITEBYTECODE=1
 WORKDIR /src
-RUN python -m venv /opt/tokenrelay
-COPY pyproject.toml README.md ./
-COPY src ./src
-COPY scripts ./scripts
-# Compile the bytecode here, once: the runtime's root filesystem is read-only.
-RUN /opt/tokenrelay/bin/pip install --no-cache-dir . \
-    && /opt/tokenrelay/bin/python -m compileall -q /opt/tokenrelay/lib
+# The build context is what .dockerignore lets through: pyproject.toml, README.md, src/, scripts/ and
+# a ./wheelhouse when there is one.
+COPY . ./
+# The image runs the sidecar and the webhook, never the emulator: its gRPC stack (grpcio and the
+# protobuf packages, about 23 MB) is uninstalled again, and so are pip and setuptools (another 20 MB),
+# which nothing runs at runtime. They stay ordinary dependencies so that `pip install .` alone gives a
+# working `tokenrelay dev`; in this image `tokenrelay dev` says what is missing.
+# The bytecode is compiled here, once: the runtime's root filesystem is read-only.
+RUN python -m venv /opt/tokenrelay \
+    && /opt/tokenrelay/bin/pip install --no-cache-dir . \
+    && /opt/tokenrelay/bin/pip uninstall --yes --quiet \
+        grpcio grpcio-reflection protobuf googleapis-common-protos setuptools pip \
+    && python -m compileall -q /opt/tokenrelay/lib
 
 FROM ${PYTHON_IMAGE}
 LABEL org.opencontainers.image.title="tokenrelay" \

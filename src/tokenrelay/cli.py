@@ -170,7 +170,8 @@ def run_service(
 ) -> int:
     """A long-running command other than ``run`` (``dev``, ``emulate``): text logs on stderr (stdout
     carries the lines a user or a test reads), ``main()`` on uvloop, a ConfigError as its one line
-    (exit 2), and Ctrl-C as exit status ``interrupted``."""
+    (exit 2), a missing package as one line too (the container image leaves the emulator's gRPC
+    packages out), and Ctrl-C as exit status ``interrupted``."""
     import asyncio
 
     from .errors import ConfigError
@@ -182,6 +183,14 @@ def run_service(
             return runner.run(main())
     except ConfigError as exc:
         print(f"tokenrelay {name}: {exc}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as exc:
+        print(
+            f"tokenrelay {name}: this installation lacks the Python module {exc.name} (the container "
+            "image leaves out the emulator's packages); run it where `pip install tokenrelay` installed "
+            "all of them",
+            file=sys.stderr,
+        )
         return 2
     except KeyboardInterrupt:
         return interrupted

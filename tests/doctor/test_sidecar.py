@@ -23,7 +23,7 @@ from tokenrelay.lite.socketclient import request
 from tokenrelay.testing import FakeTokenService, refusal
 
 from ..support.doctor import BIN, Platform, command, doctor, finding, sidecar
-from ..support.helpers import require
+from ..support.otheruser import OTHER_UID, as_other_user, other_user_install
 
 pytestmark = pytest.mark.e2e
 
@@ -138,10 +138,19 @@ def test_status_without_a_sidecar_says_how_to_start_one(tmp_path: Path) -> None:
     assert result.stderr.count("\n") == 1 and "TOKENRELAY_SOCKET" in result.stderr
 
 
-def _as_other_user() -> list[str]:
+def _doctor_as_other_user(home: str, sock: Path) -> tuple[list[str], dict[str, str]]:
+    """``tokenrelay doctor --json`` and its environment, as uid 65534 when the test runs as root (from
+    a copy that user can reach: the checkout may sit in a private directory)."""
     if os.geteuid() != 0:
-        return []
-    return [require("setpriv"), "--reuid", "65534", "--regid", "65534", "--clear-groups"]
+        command = [str(BIN / "tokenrelay")]
+    else:
+        command = [*as_other_user(), str(other_user_install().tokenrelay)]
+    bin_dir = Path(command[-1]).parent
+    return [*command, "doctor", "--json"], {
+        "HOME": home,
+        "PATH": str(bin_dir),
+        "TOKENRELAY_SOCKET": str(sock),
+    }
 
 
 def test_a_socket_this_user_cannot_open_names_the_mode_fix() -> None:
@@ -154,10 +163,11 @@ def test_a_socket_this_user_cannot_open_names_the_mode_fix() -> None:
         server.bind(str(path))
         server.listen()
         path.chmod(0o600 if os.geteuid() == 0 else 0o000)
+        argv, env = _doctor_as_other_user(directory, path)
         try:
             result = subprocess.run(
-                [*_as_other_user(), str(BIN / "tokenrelay"), "doctor", "--json"],
-                env={"HOME": directory, "PATH": str(BIN), "TOKENRELAY_SOCKET": str(path)},
+                argv,
+                env=env,
                 capture_output=True,
                 text=True,
                 check=False,
@@ -179,18 +189,13 @@ async def test_a_peer_allow_list_that_leaves_this_user_out_names_the_flag(
     directory = Path(tempfile.mkdtemp())
     directory.chmod(0o755)
     sock = directory / "relay.sock"
-    caller = 65534 if os.geteuid() == 0 else os.geteuid()
+    caller = OTHER_UID if os.geteuid() == 0 else os.geteuid()
     allowed = "0" if os.geteuid() == 0 else str(os.geteuid() + 1)
     platform.token_file.chmod(0o644)
     args = platform.argv("--socket-mode", "0666", "--socket-allow-uid", allowed)
+    argv, env = _doctor_as_other_user(str(directory), sock)
     async with sidecar(args, sock, tmp_path / "log"):
-        result = await command(
-            *_as_other_user(),
-            str(BIN / "tokenrelay"),
-            "doctor",
-            "--json",
-            env={"HOME": str(directory), "PATH": str(BIN), "TOKENRELAY_SOCKET": str(sock)},
-        )
+        result = await command(*argv, env=env)
     assert result.returncode == 1, result.stderr
     check = next(c for c in json.loads(result.stdout)["checks"] if c["id"] == "sidecar.connect")
     assert check["status"] == "failed"

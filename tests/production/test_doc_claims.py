@@ -238,6 +238,8 @@ OTHER_PROGRAMS_FLAGS = {
     "--image-credential-provider-config": "kubelet",
     "--service-account-issuer": "kube-apiserver",
     "--register-with-taints": "kubelet",
+    "--build-arg": "docker build",
+    "--entrypoint": "docker run",
     "--global": "git config",
     "--local": "git config",
     "--keyring-provider": "pip",

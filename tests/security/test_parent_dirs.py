@@ -12,8 +12,6 @@ import shutil
 import socket
 import stat
 import subprocess
-import sys
-import sysconfig
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,7 +20,7 @@ import pytest
 from tokenrelay.sidecar.sinks import write_atomic
 from tokenrelay.sidecar.unixsocket import bind
 
-SRC = Path(__file__).resolve().parents[2] / "src"  # the tree under test, as the venv imports it
+from ..support.otheruser import OTHER_UID, other_user_install
 
 
 @pytest.fixture
@@ -62,14 +60,9 @@ def test_token_file_parents_are_private_under_umask_000(
 
 def test_a_dead_socket_of_another_user_in_a_sticky_directory_is_one_line() -> None:
     """A non-root sidecar meeting another user's dead socket in /tmp-like space: exit 2, one line."""
-    python = shutil.which("python3", path="/usr/bin:/bin")
-    if os.geteuid() != 0 or python is None:
+    if os.geteuid() != 0:
         pytest.skip("needs root, to act as two other users")
-    version = subprocess.run(
-        [python, "-c", "import sys; print(sys.version_info[:2])"], capture_output=True, text=True, check=True
-    )
-    if version.stdout.strip() != str(sys.version_info[:2]):
-        pytest.skip(f"{python} is not Python {sys.version_info[:2]}: it cannot load this venv's packages")
+    tokenrelay = other_user_install().tokenrelay  # the checkout may sit where nobody cannot reach
     sticky = Path(f"/tmp/trsticky-{os.getpid()}")
     sticky.mkdir()
     try:
@@ -79,14 +72,9 @@ def test_a_dead_socket_of_another_user_in_a_sticky_directory_is_one_line() -> No
             left.bind(str(dead))
         dead.chmod(0o777)
         os.chown(dead, 65533, 65533)
-        # The venv's interpreter lives under /root: a system python of the same version, run as
-        # nobody, loads this tree and the venv's packages instead.
-        purelib = sysconfig.get_paths()["purelib"]
         result = subprocess.run(
             [
-                python,
-                "-c",
-                "import sys; from tokenrelay.cli import main; sys.exit(main())",
+                str(tokenrelay),
                 "run",
                 "--auth-url=http://127.0.0.1:9",
                 "--api-url=http://127.0.0.1:9",
@@ -94,9 +82,9 @@ def test_a_dead_socket_of_another_user_in_a_sticky_directory_is_one_line() -> No
                 "--id-token-env=OIDC",
                 f"--socket={dead}",
             ],
-            env={"PYTHONPATH": f"{SRC}:{purelib}", "OIDC": "x", "PATH": "/usr/bin:/bin"},
-            user=65534,
-            group=65534,
+            env={"OIDC": "x", "PATH": "/usr/bin:/bin"},
+            user=OTHER_UID,
+            group=OTHER_UID,
             extra_groups=[],
             cwd="/",
             capture_output=True,

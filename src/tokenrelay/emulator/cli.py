@@ -16,8 +16,12 @@ import sys
 import urllib.error
 import urllib.request
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from ..lite.netloc import parse_hostport
+
+if TYPE_CHECKING:
+    from .oidc import TrustedIssuer
 
 DEFAULT_LISTEN = "127.0.0.1:8787"
 # The platforms' own commands, played against a running emulator (standins.py): put a script that
@@ -42,6 +46,15 @@ URL_ENV = "TOKENRELAY_EMULATOR_URL"
 def _hostport(text: str) -> tuple[str, int]:
     try:
         return parse_hostport(text, DEFAULT_LISTEN)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _trusted_issuer(text: str) -> TrustedIssuer:
+    from .oidc import TrustedIssuer  # the emulator's imports, only when the flag is given
+
+    try:
+        return TrustedIssuer.parse(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
@@ -76,9 +89,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--trust-issuer",
         action="append",
+        type=_trusted_issuer,
         default=[],
-        metavar="URL",
-        help="also accept OIDC tokens from this issuer (discovery + JWKS over HTTP; repeatable)",
+        metavar="ISSUER[=JWKS]",
+        help="also accept OIDC tokens from this issuer (repeatable): its keys from its discovery document "
+        "over HTTP, or from JWKS, a file or a URL (a cluster: ISSUER=FILE from kubectl get --raw "
+        "/openid/v1/jwks)",
     )
     actions = parser.add_subparsers(dest="action", metavar="ACTION")
     mint = actions.add_parser("mint", help="print a platform OIDC token signed by a running emulator")

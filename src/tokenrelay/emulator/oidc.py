@@ -2,14 +2,20 @@
 
 The emulator's own issuer is checked against its key in memory (the same key its JWKS publishes:
 fetching our own document over HTTP would only cost a round trip). Any other issuer must be listed
-with ``--trust-issuer``; its discovery document and JWKS are fetched over HTTP and kept for five
-minutes in a TTL cache, refetched at once when a token names a ``kid`` not seen yet (key rotation).
+with ``--trust-issuer``; its keys come from its discovery document and JWKS over HTTP, or, for an
+issuer whose discovery nobody can reach (a cluster's ``https://kubernetes.default.svc``), from a JWKS
+given beside it: ``ISSUER=FILE`` or ``ISSUER=JWKS_URL``. Keys are kept for five minutes in a TTL
+cache, and fetched (or read) again at once when a token names a ``kid`` not seen yet (key rotation).
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -33,20 +39,46 @@ def normalize(url: str) -> str:
     return url.rstrip("/")
 
 
+@dataclass(frozen=True)
+class TrustedIssuer:
+    """One ``--trust-issuer``: the issuer's URL (``iss``), and where its JWKS is when not at its
+    discovery document: a file or an http(s) URL."""
+
+    issuer: str
+    jwks: str | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> TrustedIssuer:
+        """``ISSUER``, ``ISSUER=FILE`` or ``ISSUER=JWKS_URL``; ValueError saying what is wrong."""
+        issuer, separator, jwks = text.partition("=")
+        if not issuer.startswith(("https://", "http://")):
+            raise ValueError(f"{issuer!r} is not an issuer URL (https://...)")
+        if separator and not jwks:
+            raise ValueError(f"{text!r}: nothing after '='; give ISSUER=FILE or ISSUER=JWKS_URL")
+        if separator and not jwks.startswith(("https://", "http://")):
+            try:
+                jwt.PyJWKSet.from_dict(json.loads(Path(jwks).read_bytes()))
+            except (OSError, ValueError, jwt.PyJWTError) as exc:
+                raise ValueError(f"{jwks} is not a readable JWKS file ({type(exc).__name__})") from None
+        return cls(normalize(issuer), jwks or None)
+
+
 class OidcVerifier:
     """Checks signature, ``exp`` and issuer of OIDC tokens; answers their claims."""
 
     def __init__(
         self,
         own: Issuer,
-        trusted: Iterable[str] = (),
+        trusted: Iterable[str | TrustedIssuer] = (),
         *,
         session: Callable[[], aiohttp.ClientSession],
         wall: Callable[[], float] = time.time,
         played: frozenset[str] = frozenset(),
     ) -> None:
         self._own = own
-        self.trusted = {normalize(url) for url in trusted}
+        given = [TrustedIssuer.parse(t) if isinstance(t, str) else t for t in trusted]
+        self.trusted = {t.issuer for t in given}
+        self._jwks = {t.issuer: t.jwks for t in given if t.jwks is not None}
         # the platforms' issuers the emulator plays (platforms.py), signed with its own key, unless
         # the real issuer is trusted by name
         self._played = played - self.trusted
@@ -112,18 +144,23 @@ class OidcVerifier:
     async def _fetch(self, issuer: str) -> dict[str, jwt.PyJWK]:
         session = self._session()
         timeout = aiohttp.ClientTimeout(total=FETCH_TIMEOUT)
+        jwks_uri = self._jwks.get(issuer)
         try:
-            async with session.get(issuer + DISCOVERY_PATH, timeout=timeout, allow_redirects=False) as r:
-                r.raise_for_status()
-                discovery = await r.json(content_type=None)
-            jwks_uri = discovery.get("jwks_uri") if isinstance(discovery, dict) else None
-            if not isinstance(jwks_uri, str):
-                raise ValueError("no jwks_uri")
-            async with session.get(jwks_uri, timeout=timeout, allow_redirects=False) as r:
-                r.raise_for_status()
-                document = await r.json(content_type=None)
+            if jwks_uri is None:
+                async with session.get(issuer + DISCOVERY_PATH, timeout=timeout, allow_redirects=False) as r:
+                    r.raise_for_status()
+                    discovery = await r.json(content_type=None)
+                jwks_uri = discovery.get("jwks_uri") if isinstance(discovery, dict) else None
+                if not isinstance(jwks_uri, str):
+                    raise ValueError("no jwks_uri")
+            if jwks_uri.startswith(("https://", "http://")):
+                async with session.get(jwks_uri, timeout=timeout, allow_redirects=False) as r:
+                    r.raise_for_status()
+                    document = await r.json(content_type=None)
+            else:  # a file the user keeps (kubectl get --raw /openid/v1/jwks), read again on a new kid
+                document = json.loads(await asyncio.to_thread(Path(jwks_uri).read_bytes))
             keyset = jwt.PyJWKSet.from_dict(document)
-        except (aiohttp.ClientError, TimeoutError, ValueError, jwt.PyJWTError) as exc:
+        except (aiohttp.ClientError, TimeoutError, OSError, ValueError, jwt.PyJWTError) as exc:
             raise unavailable(
                 f"Unavailable: cannot read the keys of issuer {issuer}: {type(exc).__name__}"
             ) from None
