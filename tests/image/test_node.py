@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import datetime
 import json
+import shutil
 import socket
 import subprocess
 import urllib.parse
@@ -24,6 +25,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tokenrelay.kube import mutation
 from tokenrelay.testing import loopback_certificates
 
 from ..support.image import REPO, TOKENRELAY, Image, RunningEmulator, emulator
@@ -391,4 +393,5 @@ def test_agent_mode_pods_share_the_node_agents_one_exchange(cluster: Cluster) ->
         assert 'tokenrelay_agent_exchanges_total{result="success"} 1.0' in exported
     finally:
         node.kubectl("delete", "namespace", "team-b", "--wait=false", check=False)
-        node.kubectl("delete", "namespace", "tokenrelay-agent", "--wait=false", check=False)
+        node.kubectl("delete", "namespace", "tokenrelay-agent", "--wait=true", "--timeout=120s", check=False)
+        shutil.rmtree(mutation.AGENT_DIR, ignore_errors=True)  # the kubelet made it on this machine
