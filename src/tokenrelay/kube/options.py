@@ -209,7 +209,7 @@ TABLE: tuple[Annotation, ...] = (
 )
 ANNOTATIONS: dict[str, Annotation] = {row.name: row for row in TABLE}
 KNOWN = frozenset(ANNOTATIONS) | {STATUS}
-STATUS_HELP = "`injected`: the pod already has its sidecar (see idempotency below)"
+STATUS_HELP = "`injected`: the pod already has what the injector adds, in either mode (see idempotency below)"
 
 _SUFFIX = {"m": 1e-3, "": 1, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
 _SUFFIX.update({"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60})
