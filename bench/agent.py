@@ -4,9 +4,10 @@ the TokenRequest API, every request's token verified against the server's JWKS. 
 is a loopback FakeTokenService with a short token life, so that refreshes happen during the run.
 
 An open-loop generator sends ``--rate`` requests a second, each as one of the pods with its own
-token, spread over the pods' keep-alive connections, after a warm-up request per pod (each key's
-first exchange); latency is measured from each request's scheduled start to the end of its answer,
-so a stall counts in full, generator included. Then the agent's RSS.
+token, on the pod's own keep-alive connection (raw HTTP/1.1 on uvloop), after a warm-up request per
+pod (each key's first exchange); latency is measured from each request's scheduled start to the end
+of its answer, so a stall counts in full, generator included. Then the agent's RSS, and its CPU time
+per request (what a busy machine cannot inflate the way it inflates latency).
 
     python bench/agent.py [--seconds 60] [--rate 500] [--lifetime 40]
 
@@ -27,13 +28,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-import aiohttp
-
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from tests.support import k8s  # noqa: E402
 
+from tokenrelay.cli import loop_factory  # noqa: E402
 from tokenrelay.testing import FakeTokenService, ThreadedServer  # noqa: E402
 
 NODE = "bench-node"
@@ -114,37 +114,57 @@ def cluster(plane: k8s.ControlPlane, pods: int, accounts: int, audience: str) ->
 
 
 async def load(socket: str, tokens: list[str], rate: float, seconds: float) -> tuple[list[float], list[int]]:
+    """Open loop at ``rate``: request i is due at start + i/rate, as pod i % len(tokens), on that
+    pod's own keep-alive connection (raw HTTP/1.1, so that the generator costs little)."""
     latencies: list[float] = []
     statuses: list[int] = []
-    connector = aiohttp.UnixConnector(path=socket, limit=len(tokens))
-    async with aiohttp.ClientSession(connector=connector) as session:
+    connections = [await asyncio.open_unix_connection(socket) for _ in tokens]
+    locks = [asyncio.Lock() for _ in tokens]
+    requests = [
+        (
+            f"GET /v1/token?identity=bench HTTP/1.1\r\nHost: agent\r\nAuthorization: Bearer {token}\r\n\r\n"
+        ).encode()
+        for token in tokens
+    ]
 
-        async def one(token: str, due: float) -> None:
-            headers = {"Authorization": f"Bearer {token}"}
-            async with session.get(
-                "http://agent/v1/token", params={"identity": "bench"}, headers=headers
-            ) as r:
-                body = await r.read()
-                statuses.append(r.status)
-                if r.status != 200 and len(statuses) < 3:
-                    print(f"# HTTP {r.status}: {body[:300]!r}", file=sys.stderr)
-            latencies.append(time.perf_counter() - due)
+    async def one(index: int, due: float) -> None:
+        reader, writer = connections[index]
+        async with locks[index]:
+            writer.write(requests[index])
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = 0
+            for line in head.split(b"\r\n"):
+                if line[:15].lower() == b"content-length:":
+                    length = int(line[15:])
+            body = await reader.readexactly(length)
+        latencies.append(time.perf_counter() - due)
+        status = int(head.split(b" ", 2)[1])
+        statuses.append(status)
+        if status != 200 and len(statuses) < 3:
+            print(f"# HTTP {status}: {body[:300]!r}", file=sys.stderr)
 
-        # Warm-up, not measured: each pod's first token verified, each key's first exchange made.
-        await asyncio.gather(*(one(token, time.perf_counter()) for token in tokens))
-        latencies.clear()
-        statuses.clear()
-        start = time.perf_counter()
-        tasks: list[asyncio.Task[None]] = []
-        total = int(rate * seconds)
-        for i in range(total):
-            due = start + i / rate
-            delay = due - time.perf_counter()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            tasks.append(asyncio.ensure_future(one(tokens[i % len(tokens)], due)))
-        await asyncio.gather(*tasks)
+    # Warm-up, not measured: each pod's first token verified, each key's first exchange made.
+    await asyncio.gather(*(one(i, time.perf_counter()) for i in range(len(tokens))))
+    latencies.clear()
+    statuses.clear()
+    start = time.perf_counter()
+    tasks: list[asyncio.Task[None]] = []
+    for i in range(int(rate * seconds)):
+        due = start + i / rate
+        delay = due - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        tasks.append(asyncio.ensure_future(one(i % len(tokens), due)))
+    await asyncio.gather(*tasks)
+    for _, writer in connections:
+        writer.close()
     return latencies, statuses
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of ``pid`` so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def main() -> int:
@@ -181,7 +201,10 @@ def main() -> int:
                 return 1
             time.sleep(0.1)
         idle = rss_mib(agent.pid)
-        latencies, statuses = asyncio.run(load(socket, tokens, args.rate, args.seconds))
+        cpu_before = cpu_seconds(agent.pid)
+        with asyncio.Runner(loop_factory=loop_factory(True)) as runner:
+            latencies, statuses = runner.run(load(socket, tokens, args.rate, args.seconds))
+        cpu_ms = (cpu_seconds(agent.pid) - cpu_before) * 1000 / len(latencies)
         rss = rss_mib(agent.pid)
         sidecar = sidecar_rss(work, server.url, tokens[0])
     finally:
@@ -205,6 +228,7 @@ def main() -> int:
         f"max_ms={ms[-1]:.1f} exchanges={service.calls} "
         f"exchanges_per_interval={service.calls / (intervals + 1):.1f} "
         f"sidecar_exchanges_per_interval={args.pods} agent_rss_mib={rss:.1f} idle_rss_mib={idle:.1f} "
+        f"agent_cpu_ms_per_request={cpu_ms:.3f} load_average={os.getloadavg()[0]:.1f} "
         f"sidecar_rss_mib={sidecar:.1f} sidecars_rss_mib={args.pods * sidecar:.0f} "
         f"memory_per_pod_mib=0"
     )

@@ -244,6 +244,13 @@ def cluster(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactor
         yield state
     finally:
         agent.terminate()
-        agent.wait(20)
+        status = agent.wait(20)
         log.close()
         server.stop()
+    # After every test of the module: SIGTERM is a clean exit that removes the socket, and no token
+    # the agent handled (pods', the service's) is in its log.
+    assert status == 0
+    assert not os.path.exists(state.socket)
+    text = (directory / "agent.log").read_text()
+    for secret in {*service.issued, *service.seen_id_tokens}:
+        assert secret.split(".")[1] not in text, "a token is in the agent's log"

@@ -274,3 +274,36 @@ async def test_the_helpers_client_reads_the_pods_token_file_on_every_call(
     token_file.write_text(rig.key.token(staying, rig.auth_url))
     token, _ = await asyncio.to_thread(socketclient.fetch_token_bare, path)
     assert jti(token) == "t1"
+
+
+async def test_listen_serves_the_same_api_over_tcp(rig_factory: RigFactory) -> None:
+    """--listen adds TCP for clients that cannot use a Unix socket: the same token, the same checks."""
+    import aiohttp
+
+    rig = await rig_factory(listen=("127.0.0.1", 0))
+    pod = rig.start_pod(Pod("web-1", "web"))
+    over_socket = await rig.ask(pod)
+    url = f"http://127.0.0.1:{rig.node_agent.tcp_port}/v1/token"
+    async with aiohttp.ClientSession() as tcp:
+        headers = {"Authorization": f"Bearer {rig.key.token(pod, rig.auth_url)}"}
+        async with tcp.get(url, params={"identity": "alice"}, headers=headers) as response:
+            assert response.status == 200
+            assert (await response.json())["token"] == over_socket.token
+        async with tcp.get(url, params={"identity": "alice"}) as response:
+            assert response.status == 401
+
+
+async def test_service_that_rejects_the_pods_token_is_a_403_in_its_words(rig: AgentRig) -> None:
+    """A 401 from the service (it does not trust the cluster's issuer) reaches the pod as 403 with the
+    service's words: the pod's token passed the agent, the service is the authority."""
+
+    async def untrusted_issuer(request: web.Request) -> web.StreamResponse | None:
+        return refusal(
+            aip193.Code.UNAUTHENTICATED, "issuer kubernetes.default.svc is not trusted", 401, "ISSUER"
+        )
+
+    rig.service.behaviour = untrusted_issuer
+    answer = await rig.ask(rig.start_pod(Pod("web-1", "web")))
+    assert answer.status == 403
+    assert answer.reason == "ISSUER"
+    assert b"issuer kubernetes.default.svc is not trusted" in answer.body

@@ -113,8 +113,9 @@ async def get_token(request: web.Request) -> web.Response:
             token = await provider.get()
         except TokenUnavailable as exc:
             error = provider.last_error
-            if isinstance(error, ExchangeError) and error.status == 403 and not error.retryable:
-                # The service refused this service account that identity: its words, its reason.
+            if isinstance(error, ExchangeError) and error.status is not None and not error.retryable:
+                # The service refused this service account that identity (a 403, or a 400/401 about
+                # the pod's token or the identity): its words, its reason; never another identity.
                 return _refuse(
                     agent, 403, Code.PERMISSION_DENIED, error.message, error.reason or "EXCHANGE_REFUSED"
                 )
