@@ -11,9 +11,13 @@ from __future__ import annotations
 import base64
 import datetime
 import json
+import shutil
 import socket
 import subprocess
+import urllib.parse
+import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +25,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tokenrelay.kube import mutation
 from tokenrelay.testing import loopback_certificates
 
 from ..support.image import REPO, TOKENRELAY, Image, RunningEmulator, emulator
@@ -269,3 +274,124 @@ def test_a_pod_the_webhook_injects_runs_on_a_real_node(cluster: Cluster) -> None
 def _listens(port: int) -> bool:
     with socket.socket() as probe:
         return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+@contextmanager
+def webhook_for(cluster: Cluster) -> Iterator[None]:
+    """`tokenrelay webhook` on loopback, registered with deploy/injector's MutatingWebhookConfiguration
+    (clientConfig.url and caBundle); unregistered and stopped afterwards."""
+    node, upstream = cluster.node, cluster.emulator
+    tls = short_dir("tr-webhook-tls-")
+    pki = loopback_certificates(tls)
+    for name, source in (("ca.crt", pki.ca), ("tls.crt", pki.cert), ("tls.key", pki.key)):
+        (tls / name).write_bytes(Path(source).read_bytes())
+    port, hook_metrics = free_port(), free_port()
+    webhook = subprocess.Popen(
+        [TOKENRELAY, "webhook", "--listen", f"127.0.0.1:{port}",
+         "--metrics-listen", f"127.0.0.1:{hook_metrics}", "--tls-dir", str(tls),
+         "--namespace", "tokenrelay-system", "--shutdown-delay", "0",
+         "--auth-url", upstream.url, "--api-url", upstream.url, "--image", IMAGE_REF],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        configuration = yaml.safe_load(
+            (REPO / "deploy/injector/base/mutatingwebhookconfiguration.yaml").read_text()
+        )
+        ca_bundle = base64.b64encode(Path(pki.ca).read_bytes()).decode()
+        for hook in configuration["webhooks"]:
+            hook["clientConfig"] = {"url": f"https://127.0.0.1:{port}/mutate", "caBundle": ca_bundle}
+        node.apply([configuration])
+        eventually_blocking(lambda: webhook.poll() is None and _listens(port), "the webhook to listen", 60)
+        yield
+    finally:
+        node.kubectl("delete", "mutatingwebhookconfiguration", "tokenrelay-injector", check=False)
+        webhook.terminate()
+        webhook.wait(timeout=30)
+        for child in tls.iterdir():
+            child.unlink()
+        tls.rmdir()
+
+
+def _agent_objects(cluster: Cluster, metrics: int) -> list[dict[str, Any]]:
+    """deploy/agent/base as shipped, but for the image, the addresses, and the host's network (CNI=none:
+    no kube-proxy, so the API server is reached on loopback as the node's README says)."""
+    server = urllib.parse.urlsplit(
+        yaml.safe_load((cluster.node.directory / "kubeconfig").read_text())["clusters"][0]["cluster"][
+            "server"
+        ]
+    )
+    objects = render("deploy/agent/base")
+    for obj in objects:
+        if obj["kind"] != "DaemonSet":
+            continue
+        spec = obj["spec"]["template"]["spec"]
+        spec["hostNetwork"] = True
+        for container in [*spec["initContainers"], *spec["containers"]]:
+            container.update(image=IMAGE_REF, imagePullPolicy="Never")
+        (agent,) = spec["containers"]
+        agent["args"] = [a.replace(":9090", f":{metrics}") for a in agent["args"]]
+        agent["ports"][0]["containerPort"] = metrics
+        settings = {
+            "TOKENRELAY_AUTH_URL": cluster.emulator.url,
+            "TOKENRELAY_API_URL": cluster.emulator.url,
+            "KUBERNETES_SERVICE_HOST": str(server.hostname),
+            "KUBERNETES_SERVICE_PORT": str(server.port),
+        }
+        agent["env"] = [e for e in agent["env"] if e["name"] not in settings]
+        agent["env"] += [{"name": k, "value": v} for k, v in settings.items()]
+    return objects
+
+
+def test_agent_mode_pods_share_the_node_agents_one_exchange(cluster: Cluster) -> None:
+    """deploy/agent's DaemonSet runs the agent on the node; two replicas of one service account in
+    tokenrelay.dev/mode: agent, injected by the webhook with no container added, get their tokens
+    through the mounted socket with their kubelet-projected tokens: the same token, from one exchange
+    at the emulator's STS."""
+    node, upstream = cluster.node, cluster.emulator
+    metrics = free_port()
+    node.apply(_agent_objects(cluster, metrics))
+    node.kubectl(
+        "rollout", "status", "-n", "tokenrelay-agent", "daemonset/tokenrelay-agent", "--timeout=180s"
+    )
+    identity = cluster.identity("team-b", "reports")
+    objects = [o for o in yaml.safe_load_all((REPO / "deploy/agent/example/app.yaml").read_text()) if o]
+    for obj in objects:
+        if obj["kind"] == "Deployment":
+            template = obj["spec"]["template"]
+            template["metadata"]["annotations"]["tokenrelay.dev/identity"] = identity
+            template["spec"]["hostNetwork"] = True
+            (app,) = template["spec"]["containers"]
+            as_app(app)
+            app["env"] = [{"name": "DIRECT_API_URL", "value": upstream.url}]
+    try:
+        with webhook_for(cluster):
+            node.apply(objects)
+            selector = "app.kubernetes.io/name=reports"
+            said: list[dict[str, Any]] = []
+
+            def both_printed() -> bool:
+                logs = node.kubectl(
+                    "logs", "-n", "team-b", "-l", selector, "-c", "reports", "--prefix", check=False
+                )
+                said[:] = [
+                    json.loads(line.split(" ", 1)[1]) for line in logs.stdout.splitlines() if " {" in line
+                ]
+                return len(said) == 2
+
+            eventually_blocking(both_printed, "both replicas' lines", 240)
+        pods = node.get("pods", "-n", "team-b", "-l", selector)["items"]
+        assert len(pods) == 2
+        for pod in pods:
+            assert [c["name"] for c in pod["spec"]["containers"]] == ["reports"]
+            assert "initContainers" not in pod["spec"]
+        assert [(s["token"], s["status"]) for s in said] == [(0, 200), (0, 200)]
+        assert "acme" in said[0]["groups"]
+        # every exchange mints a new token: one token for both replicas is one exchange
+        assert said[0]["fingerprint"] == said[1]["fingerprint"]
+        with urllib.request.urlopen(f"http://127.0.0.1:{metrics}/metrics", timeout=10) as response:
+            exported = response.read().decode()
+        assert 'tokenrelay_agent_exchanges_total{result="success"} 1.0' in exported
+    finally:
+        node.kubectl("delete", "namespace", "team-b", "--wait=false", check=False)
+        node.kubectl("delete", "namespace", "tokenrelay-agent", "--wait=false", check=False)
+        shutil.rmtree(mutation.AGENT_DIR, ignore_errors=True)  # the kubelet made it on this machine

@@ -24,7 +24,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from tokenrelay.kube import mutation
+from tokenrelay.kube import mutation, options
 from tokenrelay.testing import loopback_certificates
 
 from ..support.k8s import ControlPlane
@@ -264,3 +264,93 @@ def test_an_injected_pod_passes_pod_security_restricted(injector: Injector) -> N
     done = create(plane, pod)
     assert done.returncode == 1
     assert 'violates PodSecurity "restricted:latest": allowPrivilegeEscalation != false' in done.stderr
+
+
+AGENT_UID = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4/7c4a8d09ca3762af"
+
+
+def agent_mode(pod: Doc, name: str) -> Doc:
+    """``pod`` renamed ``name``, asking for tokenrelay.dev/mode: agent (its sidecar settings dropped)."""
+    pod = copy.deepcopy(pod)
+    pod["metadata"]["name"] = name
+    sidecar_only = {row.name for row in options.TABLE if row.sidecar_only}
+    for key in sidecar_only & set(pod["metadata"].get("annotations", {})):
+        del pod["metadata"]["annotations"][key]
+    pod["metadata"].setdefault("annotations", {}).update(
+        {IDENTITY: AGENT_UID, "tokenrelay.dev/mode": "agent"}
+    )
+    return pod
+
+
+def test_agent_mode_through_the_admission_chain_adds_no_container(injector: Injector) -> None:
+    """In agent mode the stored pod has the containers it was created with and no more, each with the
+    agent's socket directory (hostPath, read-only), the pod's projected token and the variables; it
+    is what `tokenrelay inject` makes of the same pod."""
+    plane = injector.plane
+    labels = {INJECT: "enabled", "pod-security.kubernetes.io/enforce": "privileged"}
+    namespace(plane, "agent-mode", labels, {"default"})
+    pod = in_namespace(agent_mode(FIXTURES["07-restricted"]["pod"], "agent-app"), "agent-mode")
+    stored = created(plane, pod)
+    assert [c["name"] for c in stored["spec"]["containers"]] == [c["name"] for c in pod["spec"]["containers"]]
+    assert "initContainers" not in stored["spec"] and "initContainers" not in pod["spec"]
+    for container in stored["spec"]["containers"]:
+        env = {e["name"]: e.get("value") for e in container["env"]}
+        assert env["TOKENRELAY_SOCKET"] == "/var/run/tokenrelay-agent/agent.sock"
+        assert env["TOKENRELAY_AGENT_TOKEN_FILE"] == "/var/run/secrets/tokenrelay/oidc-token"
+        assert env["TOKENRELAY_IDENTITY"] == AGENT_UID
+    volumes = {v["name"]: v for v in stored["spec"]["volumes"]}
+    assert volumes[mutation.AGENT_VOLUME]["hostPath"] == {
+        "path": "/var/run/tokenrelay-agent",
+        "type": "Directory",
+    }
+    args = ["--auth-url", INJECTOR.auth_url, "--api-url", INJECTOR.api_url, "--image", INJECTOR.image]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOKENRELAY_")}
+    done = subprocess.run(
+        [cli(), "inject", *args], input=json.dumps(pod), capture_output=True, text=True, env=env, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    offline = yaml.safe_load(done.stdout)
+    offline["metadata"]["name"] = "agent-app-offline"
+    stored_offline = created(plane, offline)
+    assert comparable(stored_offline) == comparable(stored), difference(stored, stored_offline)
+
+
+@pytest.mark.parametrize(
+    ("level", "admitted"), [("restricted", False), ("baseline", False), ("privileged", True)]
+)
+def test_what_pod_security_answers_to_an_agent_mode_pod(
+    injector: Injector, level: str, admitted: bool
+) -> None:
+    """The real PodSecurity admission refuses an agent-mode pod at "restricted" and at "baseline" (both
+    forbid hostPath volumes, docs/agent.md says so) and admits it at "privileged"; the refusal names
+    the agent's volume."""
+    plane = injector.plane
+    where = f"agent-{level}"
+    namespace(plane, where, {INJECT: "enabled", "pod-security.kubernetes.io/enforce": level}, {"default"})
+    done = create(plane, in_namespace(agent_mode(FIXTURES["07-restricted"]["pod"], "app"), where))
+    if admitted:
+        assert done.returncode == 0, done.stderr
+        return
+    assert done.returncode == 1
+    assert f'violates PodSecurity "{level}:latest": ' in done.stderr
+    assert 'volume "tokenrelay-agent"' in done.stderr and "hostPath" in done.stderr
+
+
+def test_agent_mode_with_the_proxy_is_refused_by_kubectl_naming_the_fix(injector: Injector) -> None:
+    """A pod asking for agent mode and the proxy is refused through the chain: kubectl says the proxy
+    needs the sidecar, and how to get it."""
+    plane = injector.plane
+    namespace(
+        plane,
+        "agent-proxy",
+        {INJECT: "enabled", "pod-security.kubernetes.io/enforce": "privileged"},
+        {"default"},
+    )
+    pod = agent_mode(FIXTURES["07-restricted"]["pod"], "with-proxy")
+    pod["metadata"]["annotations"]["tokenrelay.dev/proxy"] = "on"
+    done = create(plane, in_namespace(pod, "agent-proxy"))
+    assert done.returncode == 1
+    assert (
+        "annotation tokenrelay.dev/proxy: on needs the sidecar (the node agent has no token-injecting "
+        "proxy); remove it, or set tokenrelay.dev/mode: sidecar" in done.stderr
+    )

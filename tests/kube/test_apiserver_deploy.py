@@ -21,7 +21,7 @@ from ..support.kube import REPO, render
 
 CRDS = Path(__file__).parent / "crds"
 KUSTOMIZATIONS = sorted(p.parent.relative_to(REPO) for p in (REPO / "deploy").rglob("kustomization.yaml"))
-MANIFESTS = [Path("deploy") / "injector" / "example" / "app.yaml"]  # plain YAML, not a kustomization
+MANIFESTS = [Path("deploy/injector/example/app.yaml"), Path("deploy/agent/example/app.yaml")]  # plain YAML
 INJECTOR_BASE = Path("deploy") / "injector" / "base"
 Doc = dict[str, Any]
 

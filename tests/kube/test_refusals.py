@@ -65,7 +65,8 @@ CASES: list[tuple[str, Callable[[Pod], object], str]] = [
         "unknown annotation tokenrelay.dev/proxy-prot; known: tokenrelay.dev/audiences, "
         "tokenrelay.dev/cpu-limit, tokenrelay.dev/cpu-request, tokenrelay.dev/identity, "
         "tokenrelay.dev/image, tokenrelay.dev/memory-limit, "
-        "tokenrelay.dev/memory-request, tokenrelay.dev/metrics-port, tokenrelay.dev/oidc-audience, "
+        "tokenrelay.dev/memory-request, tokenrelay.dev/metrics-port, tokenrelay.dev/mode, "
+        "tokenrelay.dev/oidc-audience, "
         "tokenrelay.dev/oidc-expiration-seconds, tokenrelay.dev/proxy, tokenrelay.dev/proxy-port, "
         "tokenrelay.dev/token-files",
     ),

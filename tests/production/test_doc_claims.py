@@ -8,6 +8,7 @@ import argparse
 import importlib
 import re
 from pathlib import Path
+from typing import Any
 
 import yaml
 from prometheus_client import CollectorRegistry
@@ -153,9 +154,12 @@ def test_metrics_the_pages_name_exist() -> None:
     assert "tokenrelay_build_info" in exported
 
 
+GROUPS = "config|oidc|service|sidecar|clients|agent"  # the doctor's groups of checks
+
+
 def _doctor_check_ids() -> set[str]:
     source = "\n".join(p.read_text() for p in (REPO / "src" / "tokenrelay" / "doctor").glob("*.py"))
-    ids = set(re.findall(r"\"((?:config|oidc|service|sidecar|clients)\.[a-z_.]+)(?:\{[^}]*\})?\"", source))
+    ids = set(re.findall(rf"\"((?:{GROUPS})\.[a-z_.]+)(?:\{{[^}}]*\}})?\"", source))
     ids |= {f"{prefix}N" for prefix in re.findall(r"f\"((?:service|sidecar)\.[a-z]+\.)\{number\}\"", source)}
     ids |= {f"{prefix}HOST" for prefix in re.findall(r"f\"(clients\.[a-z]+\.)\{host\.netloc\}\"", source)}
     ids |= {"config.auth_url", "config.api_url"}  # doctor/settings.py: "config." + the flag's name
@@ -169,7 +173,7 @@ def test_doctor_checks_the_pages_name_exist() -> None:
     files = re.compile(r"\.(?:toml|json|yaml|yml|py|md|sock)$")
     unknown = []
     for path in (p for p in PAGES if p.name != "emulator.md"):  # there `oidc.issuer` is an API field
-        for name in re.findall(r"`((?:config|oidc|service|sidecar|clients)\.[A-Za-z_.]+)", path.read_text()):
+        for name in re.findall(rf"`((?:{GROUPS})\.[A-Za-z_.]+)", path.read_text()):
             if files.search(name) or name.endswith(".") or name.rsplit(".", 1)[-1].isupper():
                 continue  # a file, a sentence's end, or a Python constant such as `config.OPTIONS`
             if name not in ids and not name.endswith(".*"):
@@ -214,10 +218,13 @@ def test_paths_the_pages_name_exist() -> None:
 
 
 def test_every_shipped_alert_has_a_runbook_section() -> None:
-    """docs/runbooks.md has a section headed by each alert of deploy/monitoring/prometheusrule.yaml, and
-    each alert's `runbook_url` annotation points at that section."""
-    rule = yaml.safe_load((REPO / "deploy" / "monitoring" / "prometheusrule.yaml").read_text())
-    alerts = {r["alert"]: r for g in rule["spec"]["groups"] for r in g["rules"]}
+    """docs/runbooks.md has a section headed by each alert of deploy/'s PrometheusRules (the sidecars',
+    the injector's, the node agent's), and each alert's `runbook_url` annotation points at that section."""
+    alerts: dict[str, Any] = {}
+    for path in (REPO / "deploy").rglob("prometheusrule.yaml"):
+        rule = yaml.safe_load(path.read_text())
+        alerts |= {r["alert"]: r for g in rule["spec"]["groups"] for r in g["rules"]}
+    assert {"TokenRelayTokenExpiringSoon", "TokenRelayAgentExchangesFailing"} <= set(alerts)
     runbooks = (REPO / "docs" / "runbooks.md").read_text()
     sections = set(re.findall(r"^### `?(TokenRelay\w+)`?$", runbooks, flags=re.MULTILINE))
     assert sections == set(alerts)
@@ -230,11 +237,12 @@ OTHER_PROGRAMS_FLAGS = {
     "--image-credential-provider-bin-dir": "kubelet",
     "--image-credential-provider-config": "kubelet",
     "--service-account-issuer": "kube-apiserver",
+    "--register-with-taints": "kubelet",
+    "--build-arg": "docker build",
+    "--entrypoint": "docker run",
     "--global": "git config",
     "--local": "git config",
     "--keyring-provider": "pip",
-    "--build-arg": "docker build",
-    "--entrypoint": "docker run",
 }
 
 
@@ -294,10 +302,9 @@ def test_defaults_the_pages_state_are_the_options_defaults() -> None:
 def test_annotations_the_pages_name_exist() -> None:
     """Every `tokenrelay.dev/...` name a page or manifest gives is an annotation the injector reads, its
     opt-in label, its status annotation, or the node agent's start-up taint."""
-    from tokenrelay.agent.cluster import STARTUP_TAINT
     from tokenrelay.kube import options
 
-    known = {*options.ANNOTATIONS, options.STATUS, options.INJECT_LABEL, STARTUP_TAINT}
+    known = {*options.ANNOTATIONS, options.STATUS, options.INJECT_LABEL, options.AGENT_NOT_READY}
     unknown = []
     for path in [*PAGES, *MANIFESTS]:
         for name in re.findall(r"\btokenrelay\.dev/[a-z-]+", path.read_text()):

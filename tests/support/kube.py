@@ -106,22 +106,21 @@ def validate(pod: dict[str, Any]) -> None:
 
 
 def strip_injection(pod: dict[str, Any]) -> dict[str, Any]:
-    """``pod`` less everything the injector adds: what must be left is the pod as it was."""
+    """``pod`` less everything the injector adds (in either mode): what must be left is the pod as it was."""
     out = copy.deepcopy(pod)
     spec = out["spec"]
-    spec["initContainers"] = [c for c in spec["initContainers"] if c["name"] != mutation.CONTAINER]
-    if not spec["initContainers"]:
-        del spec["initContainers"]
-    spec["volumes"] = [
-        v for v in spec["volumes"] if v["name"] not in (mutation.SOCKET_VOLUME, mutation.TOKEN_VOLUME)
-    ]
+    if "initContainers" in spec:
+        spec["initContainers"] = [c for c in spec["initContainers"] if c["name"] != mutation.CONTAINER]
+        if not spec["initContainers"]:
+            del spec["initContainers"]
+    added_volumes = (mutation.SOCKET_VOLUME, mutation.TOKEN_VOLUME, mutation.AGENT_VOLUME)
+    spec["volumes"] = [v for v in spec["volumes"] if v["name"] not in added_volumes]
     if not spec["volumes"]:
         del spec["volumes"]
+    added_env: tuple[str, ...] = (mutation.SOCKET_ENV, mutation.PROXY_ENV, mutation.AGENT_TOKEN_FILE_ENV)
+    added_env += (mutation.IDENTITY_ENV,)
     for container in [*spec.get("initContainers", []), *spec["containers"]]:
-        for field, drop in (
-            ("env", (mutation.SOCKET_ENV, mutation.PROXY_ENV)),
-            ("volumeMounts", (mutation.SOCKET_VOLUME,)),
-        ):
+        for field, drop in (("env", added_env), ("volumeMounts", added_volumes)):
             if field in container:
                 container[field] = [e for e in container[field] if e["name"] not in drop]
                 if not container[field]:

@@ -15,7 +15,8 @@ import aiohttp
 from .. import config
 from ..config import Settings
 from ..lite import socketclient as client
-from . import clients, oidc, service, settings, sidecar
+from ..lite.names import AGENT_TOKEN_FILE_ENV
+from . import agent, clients, oidc, service, settings, sidecar
 from .report import Outcome, Report, failed, skipped
 
 T = TypeVar("T")
@@ -39,6 +40,12 @@ def run(args: argparse.Namespace) -> int:
 async def diagnose(args: argparse.Namespace, environ: Mapping[str, str]) -> Report:
     """Every check, in order; later groups use what earlier ones learnt (the settings, the token)."""
     report = Report()
+    if environ.get(AGENT_TOKEN_FILE_ENV):
+        # A pod in agent mode: the node agent holds the settings and exchanges; the pod has its token.
+        found_agent = await _guarded(report, "agent", agent.check(environ))
+        report.add(*(found_agent or []))
+        await _guarded(report, "clients", _clients(report, environ, None, None, ""))
+        return report
     checks, loaded = settings.check(args, environ)
     report.add(*checks)
     if loaded is None:

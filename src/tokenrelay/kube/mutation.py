@@ -15,6 +15,11 @@ What is added (docs/kubernetes.md explains each choice):
   ``TOKENRELAY_SOCKET`` (and ``TOKENRELAY_PROXY_URL`` when the proxy is on) in their environment;
 * the annotation ``tokenrelay.dev/status: injected``, which makes the mutation idempotent.
 
+With ``tokenrelay.dev/mode: agent`` no container is added (docs/agent.md): the projected token
+volume and the node agent's socket directory (a read-only ``hostPath``) are mounted in every
+container, with ``TOKENRELAY_SOCKET``, ``TOKENRELAY_AGENT_TOKEN_FILE`` and ``TOKENRELAY_IDENTITY``,
+so that the clients send the pod's own token to the agent on every call.
+
 A pod that cannot be injected as it stands raises ``InjectionRefused`` listing every reason at once.
 """
 
@@ -25,7 +30,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import InjectionRefused
-from ..lite.names import DEFAULT_SOCKET, PROXY_URL_ENV
+from ..lite.names import AGENT_TOKEN_FILE_ENV as AGENT_TOKEN_FILE_ENV  # re-exported, as SOCKET_ENV
+from ..lite.names import DEFAULT_AGENT_SOCKET, DEFAULT_SOCKET, PROXY_URL_ENV
+from ..lite.names import IDENTITY_ENV as IDENTITY_ENV
 from ..lite.names import SOCKET_ENV as SOCKET_ENV  # re-exported: what the app containers get
 from . import options
 from .options import PodOptions
@@ -34,6 +41,8 @@ MIN_KUBE_VERSION = (1, 29)  # native sidecars (SidecarContainers) are on by defa
 CONTAINER = "tokenrelay"
 SOCKET_VOLUME = "tokenrelay-socket"
 TOKEN_VOLUME = "tokenrelay-oidc-token"
+AGENT_VOLUME = "tokenrelay-agent"
+AGENT_DIR = DEFAULT_AGENT_SOCKET.rpartition("/")[0]
 SOCKET_DIR = DEFAULT_SOCKET.rpartition("/")[0]
 TOKEN_DIR = "/var/run/secrets/tokenrelay"
 TOKEN_FILE = "oidc-token"
@@ -79,21 +88,24 @@ def mutate(pod: Pod, injector: Injector, *, base: str = "", identity: str | None
         return Mutation([], "already injected")
     if labels.get(options.INJECT_LABEL) == "disabled":
         return Mutation([], "opted out")
-    if injector.kube_version is not None and injector.kube_version < MIN_KUBE_VERSION:
+    spec: Mapping[str, Any] = pod.get("spec") or {}
+    opts: PodOptions | None = None
+    problems: list[str] = []
+    try:
+        opts = options.parse(annotations, identity)
+    except InjectionRefused as exc:
+        problems.append(str(exc))
+    agent = opts is not None and opts.mode == options.AGENT
+    if not agent and injector.kube_version is not None and injector.kube_version < MIN_KUBE_VERSION:
         have = ".".join(map(str, injector.kube_version))
         raise InjectionRefused(
             "tokenrelay injects a native sidecar (an init container with restartPolicy: Always), which "
             f"needs Kubernetes 1.29 or later; this cluster is {have}"
         )
-    spec: Mapping[str, Any] = pod.get("spec") or {}
-    problems = _clashes(spec)
-    try:
-        opts = options.parse(annotations, identity)
-    except InjectionRefused as exc:
-        problems.append(str(exc))
-    else:
+    problems = _clashes(spec, agent) + problems
+    if opts is not None:
         problems += _conflicts(spec, opts)
-    if problems:
+    if problems or opts is None:
         raise InjectionRefused("; ".join(dict.fromkeys(problems)))
     return Mutation(_ops(pod, opts, injector, base), "injected")
 
@@ -103,8 +115,8 @@ def _containers(spec: Mapping[str, Any], field: str) -> Sequence[Mapping[str, An
     return value if isinstance(value, list) else []
 
 
-def _clashes(spec: Mapping[str, Any]) -> list[str]:
-    """What stands in the way whatever the annotations say."""
+def _clashes(spec: Mapping[str, Any], agent: bool) -> list[str]:
+    """What stands in the way whatever the other annotations say."""
     problems: list[str] = []
     if (spec.get("os") or {}).get("name") == "windows":
         problems.append(
@@ -112,13 +124,13 @@ def _clashes(spec: Mapping[str, Any]) -> list[str]:
         )
     for field in ("initContainers", "containers", "ephemeralContainers"):
         for container in _containers(spec, field):
-            if container.get("name") == CONTAINER:
+            if container.get("name") == CONTAINER and not agent:
                 problems.append(
                     f"the pod already has a container named {CONTAINER} (in {field}); rename it, or remove "
                     f"a hand-written tokenrelay sidecar and let the injector add it"
                 )
     for volume in spec.get("volumes") or []:
-        if volume.get("name") in (SOCKET_VOLUME, TOKEN_VOLUME):
+        if volume.get("name") in (SOCKET_VOLUME, TOKEN_VOLUME, AGENT_VOLUME):
             problems.append(f"the pod already has a volume named {volume['name']}; rename it")
     return problems
 
@@ -126,7 +138,7 @@ def _clashes(spec: Mapping[str, Any]) -> list[str]:
 def _conflicts(spec: Mapping[str, Any], opts: PodOptions) -> list[str]:
     """What the pod's annotations ask for that the pod cannot have."""
     problems: list[str] = []
-    ports = {opts.metrics_port: options.METRICS_PORT}
+    ports = {} if opts.mode == options.AGENT else {opts.metrics_port: options.METRICS_PORT}
     if opts.proxy:
         ports[opts.proxy_port] = options.PROXY_PORT
         if spec.get("hostNetwork"):
@@ -144,13 +156,17 @@ def _conflicts(spec: Mapping[str, Any], opts: PodOptions) -> list[str]:
                         f"container {container.get('name')} already uses port {taken}; set the annotation "
                         f"{ports[taken]} to a free port"
                     )
-    for container in _app_containers(spec)[1]:
+    taken_dirs = {SOCKET_DIR: "the socket"}
+    if opts.mode == options.AGENT:
+        taken_dirs = {AGENT_DIR: "the agent's socket", TOKEN_DIR: "the pod's token"}
+    for container in _app_containers(spec, opts)[1]:
         name = container.get("name")
         for mount in container.get("volumeMounts") or []:
-            if str(mount.get("mountPath", "")).rstrip("/") == SOCKET_DIR:
+            where = str(mount.get("mountPath", "")).rstrip("/")
+            if where in taken_dirs:
                 problems.append(
-                    f"container {name} already mounts {mount.get('name')} at {SOCKET_DIR}, where the "
-                    "injector mounts the socket; move that mount"
+                    f"container {name} already mounts {mount.get('name')} at {where}, where the "
+                    f"injector mounts {taken_dirs[where]}; move that mount"
                 )
         wanted = _env(opts)
         for entry in container.get("env") or []:
@@ -174,13 +190,20 @@ def _insertion_index(spec: Mapping[str, Any]) -> int:
     return index
 
 
-def _app_containers(spec: Mapping[str, Any]) -> tuple[int, list[Mapping[str, Any]]]:
-    """The insertion index, and the containers that start after the sidecar: they get the socket."""
-    index = _insertion_index(spec)
+def _app_containers(spec: Mapping[str, Any], opts: PodOptions) -> tuple[int, list[Mapping[str, Any]]]:
+    """The insertion index, and the containers that start after the sidecar: they get the socket.
+    In agent mode there is no sidecar to wait for: every container gets it."""
+    index = 0 if opts.mode == options.AGENT else _insertion_index(spec)
     return index, [*_containers(spec, "initContainers")[index:], *_containers(spec, "containers")]
 
 
 def _env(opts: PodOptions) -> dict[str, str]:
+    if opts.mode == options.AGENT:
+        return {
+            SOCKET_ENV: DEFAULT_AGENT_SOCKET,
+            AGENT_TOKEN_FILE_ENV: f"{TOKEN_DIR}/{TOKEN_FILE}",
+            IDENTITY_ENV: opts.identity,
+        }
     env = {SOCKET_ENV: DEFAULT_SOCKET}
     if opts.proxy:
         env[PROXY_ENV] = f"http://127.0.0.1:{opts.proxy_port}"
@@ -199,7 +222,7 @@ def _ops(pod: Pod, opts: PodOptions, injector: Injector, base: str) -> list[Op]:
     has_metadata = isinstance(pod.get("metadata"), Mapping)
     metadata: Mapping[str, Any] = pod.get("metadata") or {}
     spec: Mapping[str, Any] = pod.get("spec") or {}
-    index, apps = _app_containers(spec)
+    index, apps = _app_containers(spec, opts)
     app_uids = {_uid(spec, c) for c in apps}
     pod_uid = (spec.get("securityContext") or {}).get("runAsUser")
     if len(app_uids) == 1 and (only := next(iter(app_uids))):
@@ -219,13 +242,13 @@ def _ops(pod: Pod, opts: PodOptions, injector: Injector, base: str) -> list[Op]:
             present = {e.get("name") for e in container.get("env") or []}
             entries = [{"name": k, "value": v} for k, v in env.items() if k not in present]
             ops.extend(_append(container, "env", f"{base}/spec{path}", entries))
-            mount = {"name": SOCKET_VOLUME, "mountPath": SOCKET_DIR, "readOnly": True}
-            ops.extend(_append(container, "volumeMounts", f"{base}/spec{path}", [mount]))
-    sidecar = _sidecar(spec, opts, injector, uid, shared, app_uids)
-    if n_init:
-        ops.append({"op": "add", "path": f"{base}/spec/initContainers/{index}", "value": sidecar})
-    else:
-        ops.append({"op": "add", "path": f"{base}/spec/initContainers", "value": [sidecar]})
+            ops.extend(_append(container, "volumeMounts", f"{base}/spec{path}", _app_mounts(opts)))
+    if opts.mode == options.SIDECAR:
+        sidecar = _sidecar(spec, opts, injector, uid, shared, app_uids)
+        if n_init:
+            ops.append({"op": "add", "path": f"{base}/spec/initContainers/{index}", "value": sidecar})
+        else:
+            ops.append({"op": "add", "path": f"{base}/spec/initContainers", "value": [sidecar]})
     ops.extend(_append(spec, "volumes", f"{base}/spec", _volumes(opts, injector)))
     annotations = metadata.get("annotations")
     if not has_metadata:
@@ -250,11 +273,25 @@ def _append(parent: Mapping[str, Any], field: str, path: str, items: list[Any]) 
     return [{"op": "add", "path": f"{path}/{field}", "value": items}]
 
 
+def _app_mounts(opts: PodOptions) -> list[dict[str, Any]]:
+    if opts.mode == options.AGENT:
+        return [
+            {"name": AGENT_VOLUME, "mountPath": AGENT_DIR, "readOnly": True},
+            {"name": TOKEN_VOLUME, "mountPath": TOKEN_DIR, "readOnly": True},
+        ]
+    return [{"name": SOCKET_VOLUME, "mountPath": SOCKET_DIR, "readOnly": True}]
+
+
 def _volumes(opts: PodOptions, injector: Injector) -> list[dict[str, Any]]:
     audience = opts.oidc_audience or injector.oidc_audience or injector.auth_url
     projection = {"audience": audience, "expirationSeconds": opts.oidc_expiration, "path": TOKEN_FILE}
+    token = {"name": TOKEN_VOLUME, "projected": {"sources": [{"serviceAccountToken": projection}]}}
+    if opts.mode == options.AGENT:
+        # Directory, not DirectoryOrCreate: until the agent has made it, the kubelet holds the pod
+        # back and retries, rather than starting it on an empty directory of root's.
+        return [token, {"name": AGENT_VOLUME, "hostPath": {"path": AGENT_DIR, "type": "Directory"}}]
     return [
-        {"name": TOKEN_VOLUME, "projected": {"sources": [{"serviceAccountToken": projection}]}},
+        token,
         # Memory: the socket and any token file never touch the node's disk.
         {"name": SOCKET_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}},
     ]

@@ -23,6 +23,8 @@ from ..errors import InjectionRefused
 PREFIX = "tokenrelay.dev/"
 INJECT_LABEL = PREFIX + "inject"  # "enabled" on a namespace or pod template opts in; "disabled" opts out
 STATUS = PREFIX + "status"  # set to "injected" by the mutation: what makes it idempotent
+# The node taint `tokenrelay agent --startup-taint` removes once the agent serves (docs/agent.md).
+AGENT_NOT_READY = PREFIX + "agent-not-ready"
 
 IDENTITY = PREFIX + "identity"
 AUDIENCES = PREFIX + "audiences"
@@ -37,8 +39,11 @@ CPU_LIMIT = PREFIX + "cpu-limit"
 MEMORY_REQUEST = PREFIX + "memory-request"
 MEMORY_LIMIT = PREFIX + "memory-limit"
 IMAGE = PREFIX + "image"
+MODE = PREFIX + "mode"
 
 # The defaults, named once: the table's rows and PodOptions' fields both read them.
+SIDECAR, AGENT = "sidecar", "agent"
+DEFAULT_MODE = SIDECAR
 DEFAULT_PROXY = False
 DEFAULT_PROXY_PORT = 8080
 DEFAULT_METRICS_PORT = 9090
@@ -72,6 +77,11 @@ class Annotation:
     choices: tuple[str, ...] = ()  # of a "choice"; the first is usually the default
     minimum: int = 0  # of "seconds"
     minimum_why: str = ""  # said in the error when a value is below minimum
+    sidecar_only: bool = False  # configures the sidecar: refused with tokenrelay.dev/mode: agent
+
+    def what_cell(self) -> str:
+        """The What column of the docs' table."""
+        return self.help + (" (sidecar mode only)" if self.sidecar_only else "")
 
     def default_cell(self) -> str:
         """The Default column of the docs' table."""
@@ -93,11 +103,22 @@ TABLE: tuple[Annotation, ...] = (
         shown_default="(required)",
     ),
     Annotation(
+        MODE,
+        "mode",
+        "choice",
+        "`sidecar`: a relay container in the pod. `agent`: no container; the pod's clients ask the node's "
+        "`tokenrelay agent` through its socket, sending the pod's projected token (docs/agent.md says "
+        "which to pick)",
+        DEFAULT_MODE,
+        choices=(SIDECAR, AGENT),
+    ),
+    Annotation(
         AUDIENCES,
         "audiences",
         "list",
         "Further audiences to keep a token fresh for, comma-separated (`--audience`)",
         default=(),
+        sidecar_only=True,
     ),
     Annotation(
         PROXY,
@@ -106,9 +127,15 @@ TABLE: tuple[Annotation, ...] = (
         "`on`: run the token-injecting proxy on `127.0.0.1`, and set `TOKENRELAY_PROXY_URL` in the app "
         "containers",
         default=DEFAULT_PROXY,
+        sidecar_only=True,
     ),
     Annotation(
-        PROXY_PORT, "proxy_port", "port", "The proxy's port on the pod's loopback", DEFAULT_PROXY_PORT
+        PROXY_PORT,
+        "proxy_port",
+        "port",
+        "The proxy's port on the pod's loopback",
+        DEFAULT_PROXY_PORT,
+        sidecar_only=True,
     ),
     Annotation(
         METRICS_PORT,
@@ -116,6 +143,7 @@ TABLE: tuple[Annotation, ...] = (
         "port",
         "Port of `/metrics`, `/healthz` and `/readyz` on the pod's address; the probes use it",
         DEFAULT_METRICS_PORT,
+        sidecar_only=True,
     ),
     Annotation(
         TOKEN_FILES,
@@ -124,12 +152,14 @@ TABLE: tuple[Annotation, ...] = (
         "`NAME[=AUDIENCE],...`: token files written in `/var/run/tokenrelay/NAME` for tools that read a "
         "file (`--token-file`); an audience must also be in `tokenrelay.dev/audiences`",
         default=(),
+        sidecar_only=True,
     ),
     Annotation(
         OIDC_AUDIENCE,
         "oidc_audience",
         "text",
-        "Audience of the projected service-account token: what the token service expects",
+        "Audience of the projected service-account token: what the token service (and the agent's "
+        "`--pod-token-audience`) expects",
         shown_default="the auth URL",
     ),
     Annotation(
@@ -141,23 +171,45 @@ TABLE: tuple[Annotation, ...] = (
         minimum=MIN_EXPIRATION,
         minimum_why="the least Kubernetes issues",
     ),
-    Annotation(CPU_REQUEST, "cpu_request", "quantity", "The sidecar's CPU request", DEFAULT_CPU_REQUEST),
-    Annotation(CPU_LIMIT, "cpu_limit", "quantity", "The sidecar's CPU limit", DEFAULT_CPU_LIMIT),
+    Annotation(
+        CPU_REQUEST,
+        "cpu_request",
+        "quantity",
+        "The sidecar's CPU request",
+        DEFAULT_CPU_REQUEST,
+        sidecar_only=True,
+    ),
+    Annotation(
+        CPU_LIMIT, "cpu_limit", "quantity", "The sidecar's CPU limit", DEFAULT_CPU_LIMIT, sidecar_only=True
+    ),
     Annotation(
         MEMORY_REQUEST,
         "memory_request",
         "quantity",
         "The sidecar's memory request (`bench/idle_rss.py` measures it idle: under 40 MiB, see the README)",
         DEFAULT_MEMORY_REQUEST,
+        sidecar_only=True,
     ),
-    Annotation(MEMORY_LIMIT, "memory_limit", "quantity", "The sidecar's memory limit", DEFAULT_MEMORY_LIMIT),
     Annotation(
-        IMAGE, "image", "text", "The sidecar's image, e.g. a mirror", shown_default="the injector's `--image`"
+        MEMORY_LIMIT,
+        "memory_limit",
+        "quantity",
+        "The sidecar's memory limit",
+        DEFAULT_MEMORY_LIMIT,
+        sidecar_only=True,
+    ),
+    Annotation(
+        IMAGE,
+        "image",
+        "text",
+        "The sidecar's image, e.g. a mirror",
+        shown_default="the injector's `--image`",
+        sidecar_only=True,
     ),
 )
 ANNOTATIONS: dict[str, Annotation] = {row.name: row for row in TABLE}
 KNOWN = frozenset(ANNOTATIONS) | {STATUS}
-STATUS_HELP = "`injected`: the pod already has its sidecar (see idempotency below)"
+STATUS_HELP = "`injected`: the pod already has what the injector adds, in either mode (see idempotency below)"
 
 _SUFFIX = {"m": 1e-3, "": 1, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
 _SUFFIX.update({"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60})
@@ -175,6 +227,7 @@ class PodOptions:
     """The validated ``tokenrelay.dev/*`` annotations of one pod: one field per row of ``TABLE``."""
 
     identity: str
+    mode: str = DEFAULT_MODE
     audiences: tuple[str, ...] = ()
     proxy: bool = DEFAULT_PROXY
     proxy_port: int = DEFAULT_PROXY_PORT
@@ -298,14 +351,16 @@ def parse(annotations: Mapping[str, object], default_identity: str | None = None
             )
         values["identity"] = default_identity
     options = PodOptions(**{**{row.field: row.default for row in TABLE}, **values})
-    problems += _conflicts(options)
+    problems += _conflicts(options, annotations)
     if problems:
         raise InjectionRefused("; ".join(problems))
     return options
 
 
-def _conflicts(options: PodOptions) -> list[str]:
+def _conflicts(options: PodOptions, annotations: Mapping[str, object]) -> list[str]:
     """Rules between annotations (each one valid alone)."""
+    if options.mode == AGENT:
+        return _agent_conflicts(options, annotations)
     problems = [
         f"annotation {TOKEN_FILES}: audience {audience!r} of {name} is not kept fresh; add it to {AUDIENCES}"
         for name, audience in options.token_files
@@ -324,4 +379,30 @@ def _conflicts(options: PodOptions) -> list[str]:
                 f"the sidecar's {resource} request {request} is more than its limit {limit}; "
                 f"lower {PREFIX}{resource}-request or raise {PREFIX}{resource}-limit"
             )
+    return problems
+
+
+def _agent_conflicts(options: PodOptions, annotations: Mapping[str, object]) -> list[str]:
+    """Agent mode adds no container: an annotation configuring the sidecar would be silently lost."""
+    problems = []
+    if options.proxy:
+        problems.append(
+            f"annotation {PROXY}: on needs the sidecar (the node agent has no token-injecting proxy); "
+            f"remove it, or set {MODE}: {SIDECAR}"
+        )
+    if options.token_files:
+        problems.append(
+            f"annotation {TOKEN_FILES} needs the sidecar (the node agent writes no token files); remove it, "
+            f"or set {MODE}: {SIDECAR}"
+        )
+    others = [
+        row.name
+        for row in TABLE
+        if row.sidecar_only and row.name in annotations and row.name not in (PROXY, TOKEN_FILES)
+    ]
+    if others:
+        problems.append(
+            f"{MODE}: {AGENT} adds no sidecar, so {', '.join(others)} would configure nothing; remove "
+            f"{'them' if len(others) > 1 else 'it'}, or set {MODE}: {SIDECAR}"
+        )
     return problems

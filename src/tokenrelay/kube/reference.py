@@ -18,7 +18,7 @@ def annotation_table() -> list[str]:
     """The annotation table: one row per row of ``options.TABLE``, then the injector's own status."""
     lines = ["| Annotation | Default | What |", "|---|---|---|"]
     for row in options.TABLE:
-        lines.append(f"| `{row.name}` | {_cell(row.default_cell())} | {_cell(row.help)} |")
+        lines.append(f"| `{row.name}` | {_cell(row.default_cell())} | {_cell(row.what_cell())} |")
     lines.append(f"| `{options.STATUS}` | (set by the injector) | {_cell(options.STATUS_HELP)} |")
     return lines
 
