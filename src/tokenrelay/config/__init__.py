@@ -33,12 +33,14 @@ from ..lite.names import flag as flag_name
 from ..lite.netloc import is_loopback, parse_hostport
 from ..lite.regularfile import NotRegularFile, read_regular
 
-Kind = Literal["str", "url", "path", "mode", "choice", "bool", "seconds", "int", "list", "uids", "hostport"]
+Kind = Literal[
+    "str", "url", "path", "mode", "choice", "bool", "seconds", "int", "list", "uids", "hostport", "render"
+]
 ID_TOKEN_SOURCES = ("file", "env", "github-actions")
 LOG_FORMATS = ("json", "text")
 LOG_LEVELS = ("debug", "info", "warning", "error")
-# Keys a shared TOML file may hold for other tokenrelay commands (the credential helpers).
-FOREIGN_KEYS = frozenset({"hosts"})
+# Keys a shared TOML file may hold for other tokenrelay commands.
+FOREIGN_KEYS: frozenset[str] = frozenset()
 MAX_CONFIG_BYTES = 1 << 20
 
 
@@ -220,6 +222,41 @@ OPTIONS: tuple[Option, ...] = (
         default=DEFAULT_MODE,
         metavar="MODE",
     ),
+    # files other tools read
+    Option(
+        "hosts",
+        "Hosts the --render files name, comma-separated host[:port][=audience] (the audience defaults "
+        "to host[:port]); the credential helpers read the same list.",
+        kind="list",
+        repeatable=True,
+        default=(),
+        metavar="HOST[=AUD]",
+    ),
+    Option(
+        "render",
+        "Keep FORMAT=PATH correct at every refresh for the --hosts (repeatable; TOML [[render]] with "
+        "format and path): netrc, npmrc, maven, docker-config, template:SRC. Only tokenrelay's "
+        "entries change; a clean stop removes them.",
+        kind="render",
+        repeatable=True,
+        default=(),
+        metavar="FORMAT=PATH",
+    ),
+    Option(
+        "render_mode",
+        "Permission bits of --render files, octal.",
+        kind="mode",
+        default=DEFAULT_MODE,
+        metavar="MODE",
+    ),
+    Option(
+        "render_maven_ids",
+        "The <id> of a host's <server> in a maven --render (repeatable); the host[:port] otherwise.",
+        kind="list",
+        repeatable=True,
+        default=(),
+        metavar="HOST=ID",
+    ),
     Option(
         "once",
         "Exchange once (retrying a token-service outage within --wait-timeout), write the "
@@ -270,6 +307,10 @@ class Settings:
     metrics_listen: tuple[str, int] | None = None
     token_file: tuple[str, ...] = ()
     token_file_mode: int = DEFAULT_MODE
+    hosts: tuple[str, ...] = ()
+    render: tuple[str, ...] = ()
+    render_mode: int = DEFAULT_MODE
+    render_maven_ids: tuple[str, ...] = ()
     once: bool = False
     log_format: str = "json"
     log_level: str = "info"
@@ -470,6 +511,25 @@ def _to_list(option: Option, raw: Any) -> tuple[str, ...]:
     return tuple(dict.fromkeys(_as_list(raw)))
 
 
+def _to_render(option: Option, raw: Any) -> tuple[str, ...]:
+    """``FORMAT=PATH`` strings; TOML's ``[[render]]`` tables (``format``, ``path``, and ``source``
+    for a template) come as the same strings. Checked against the formats in ``_check``."""
+    items = raw if isinstance(raw, list) else [raw]
+    specs = []
+    for item in items:
+        if isinstance(item, dict):
+            unknown = set(item) - {"format", "path", "source"}
+            if unknown or not isinstance(item.get("format"), str) or not isinstance(item.get("path"), str):
+                raise ValueError(
+                    "each [[render]] table takes format and path (and source, for a template), as strings"
+                )
+            kind = item["format"] + (f":{item['source']}" if "source" in item else "")
+            specs.append(f"{kind}={item['path']}")
+        else:
+            specs.extend(_as_list(item))  # env: comma-separated
+    return tuple(dict.fromkeys(specs))
+
+
 def _to_uids(option: Option, raw: Any) -> tuple[int, ...]:
     if isinstance(raw, int):
         raw = str(raw)
@@ -500,6 +560,7 @@ _CONVERTERS: dict[Kind, Callable[[Option, Any], Any]] = {
     "list": _to_list,
     "uids": _to_uids,
     "hostport": _to_hostport,
+    "render": _to_render,
 }
 
 
@@ -534,11 +595,48 @@ def _check(settings: Settings) -> None:
                 f"{where('token_file')}: audience {audience!r} is not kept "
                 f"fresh; add it with {where('audience')}"
             )
+    _check_renders(settings)
     if settings.socket_mode & 0o111:
         raise ConfigError(
             f"{where('socket_mode')}: {oct(settings.socket_mode)} "
             "sets execute bits, which mean nothing on a socket; use e.g. 0600 or 0660"
         )
+
+
+def _check_renders(settings: Settings) -> None:
+    """--render needs --hosts whose audiences are kept fresh, and formats that can hold them."""
+    from ..errors import HostsError
+    from ..helpers.hosts import parse_list, parse_spec
+
+    try:
+        hosts = parse_list(settings.hosts, where("hosts"))
+    except HostsError as exc:  # its message names the flag already
+        raise ConfigError(str(exc)) from None
+    for host in hosts:
+        if settings.render and host.audience not in settings.audiences:
+            raise ConfigError(
+                f"{where('hosts')}: {host.netloc}'s audience {host.audience!r} is not kept fresh; "
+                f"add it with {where('audience')}, or map the host to one (host=audience)"
+            )
+    for spec in settings.render_maven_ids:
+        host_text, sep, server_id = spec.partition("=")
+        try:
+            parse_spec(host_text)
+        except HostsError:
+            sep = ""
+        if not sep or not server_id.strip():
+            raise ConfigError(f"{where('render_maven_ids')}: {spec!r} is not HOST=ID")
+    if not settings.render:
+        return
+    if not hosts:
+        raise ConfigError(f"{where('render')} writes the hosts of {where('hosts')}, and none are set")
+    from .. import render
+
+    for spec in settings.render:
+        try:
+            render.parse(spec, render.options(settings.render_maven_ids)).format.check(hosts)
+        except ValueError as exc:
+            raise ConfigError(f"{where('render')}: {exc}") from None
 
 
 def parse_args(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> Settings:

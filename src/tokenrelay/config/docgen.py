@@ -29,6 +29,7 @@ _KINDS = {
     "list": "list",
     "uids": "list of ids",
     "hostport": "HOST:PORT",
+    "render": "FORMAT=PATH",
 }
 
 
