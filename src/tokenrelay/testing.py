@@ -221,8 +221,9 @@ class ThreadedServer:
     """An aiohttp application on 127.0.0.1 in a thread of its own, with its own event loop: for
     driving blocking clients (subprocesses, the credential helpers) against a loopback server."""
 
-    def __init__(self, app: web.Application) -> None:
+    def __init__(self, app: web.Application, ssl_context: ssl.SSLContext | None = None) -> None:
         self._app = app
+        self._ssl_context = ssl_context  # HTTPS when given (e.g. LoopbackCertificates.server_context())
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
         self._runner: web.AppRunner | None = None
@@ -240,7 +241,7 @@ class ThreadedServer:
 
         self._runner = web.AppRunner(self._app, access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        site = web.TCPSite(self._runner, "127.0.0.1", 0, ssl_context=self._ssl_context)
         await site.start()
         server = site._server
         assert server is not None
@@ -267,7 +268,7 @@ class ThreadedServer:
 
     @property
     def url(self) -> str:
-        return f"http://{self.netloc}"
+        return f"{'https' if self._ssl_context else 'http'}://{self.netloc}"
 
 
 @dataclass(frozen=True, slots=True)
