@@ -58,12 +58,13 @@ class Maven(Format):
         owned_ids = set(owned) | set(wanted)
         # From the end backwards, so that each edit leaves the earlier spans where they were.
         done: set[str] = set()
+        step = _step(text)
         spans = [(m.start(), m.end(), server_id) for m, server_id in _servers(text) if server_id in owned_ids]
         for start, end, server_id in reversed(spans):
             entry = wanted.get(server_id)
             first = not any(s < start and i == server_id for s, _, i in spans)
             if entry is not None and first:
-                text = text[:start] + _server(entry, _column(text, start)) + text[end:]
+                text = text[:start] + _server(entry, _column(text, start), step) + text[end:]
                 done.add(server_id)
             else:
                 text = _cut(text, start, end)
@@ -103,8 +104,19 @@ def _column(text: str, index: int) -> str:
     return lead if not lead.strip() else ""
 
 
-def _server(entry: Entry, indent: str) -> str:
-    inner = indent + "  "
+def _step(text: str) -> str:
+    """The file's indentation step: how much deeper its first ``<server>`` sits than ``<servers>``."""
+    masked = _masked(text)
+    opening, server = _SERVERS_OPEN.search(masked), _SERVER.search(masked)
+    if opening and server:
+        outer, inner = _column(text, opening.start()), _column(text, server.start())
+        if inner.startswith(outer) and len(inner) > len(outer):
+            return inner[len(outer) :]
+    return "  "
+
+
+def _server(entry: Entry, indent: str, step: str = "  ") -> str:
+    inner = indent + step
     return (
         f"<server>\n{inner}<id>{escape(entry.key)}</id>\n{inner}<username>{USERNAME}</username>\n"
         f"{inner}<password>{escape(entry.token)}</password>\n{indent}</server>"
@@ -139,8 +151,9 @@ def _append(text: str, entries: Sequence[Entry]) -> str:
         assert close is not None
     indent = _column(text, close)
     siblings = [match.start() for match, _ in _servers(text) if match.start() < close]
-    inner = _column(text, siblings[-1]) if siblings else indent + "  "  # line up with the user's
-    added = "".join(f"{inner}{_server(entry, inner)}\n" for entry in entries)
+    step = _step(text)
+    inner = _column(text, siblings[-1]) if siblings else indent + step  # line up with the user's
+    added = "".join(f"{inner}{_server(entry, inner, step)}\n" for entry in entries)
     line_start = close - len(indent) if indent or text[close - 1 : close] == "\n" else close
     if line_start == close and not text[:close].endswith("\n"):
         added = "\n" + added
