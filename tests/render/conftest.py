@@ -72,6 +72,7 @@ def render_stack() -> Iterator[RenderStack]:
         home,
         str(workdir / "s.sock"),
         sidecar=None,  # type: ignore[arg-type]  # started below, once the stack can name its hosts
+        token_url=token_server.url,
         original={str(path): text for path, text in files.values()},
         paths={name: path for name, (path, _) in files.items()} | {"template": home / "curl.cfg"},
     )

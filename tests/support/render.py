@@ -321,6 +321,7 @@ class RenderStack:
     home: Path
     socket: str
     sidecar: subprocess.Popen[bytes]
+    token_url: str = ""
     original: dict[str, str] = field(default_factory=dict)  # path -> the user's text
     paths: dict[str, Path] = field(default_factory=dict)  # format name -> rendered file
 

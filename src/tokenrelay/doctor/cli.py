@@ -15,7 +15,7 @@ import aiohttp
 from .. import config
 from ..config import Settings
 from ..lite import socketclient as client
-from . import clients, oidc, service, settings, sidecar
+from . import clients, oidc, renders, service, settings, sidecar
 from .report import Outcome, Report, failed, skipped
 
 T = TypeVar("T")
@@ -103,3 +103,6 @@ async def _clients(
     else:
         report.add(*clients.audiences(hosts, None, ""))
     report.add(*await clients.helpers(hosts, environ))
+    if loaded is not None:
+        kept = found.audiences if found is not None else None
+        report.add(*await asyncio.to_thread(renders.check, loaded, kept))
