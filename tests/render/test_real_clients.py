@@ -23,6 +23,10 @@ from ..support.render import AUDIENCE, CHILD_POM, GO_MODULE, HELLO, RenderStack
 
 pytestmark = pytest.mark.e2e
 
+# The command itself: go runs GOAUTH's words ("command" in go help goauth is a placeholder).
+GOAUTH = "tokenrelay go-auth"
+CARGO_PROVIDER = ["cargo:token-from-stdout", "tokenrelay", "token", "--audience"]
+
 
 def rendered_token(stack: RenderStack, name: str, key: str) -> Callable[[], str | None]:
     """Reads the token the ``name`` render holds for ``key`` (as that file names the host)."""
@@ -226,7 +230,7 @@ def test_go_mod_download_through_goauth(
     ca = str(Path(render_stack.socket).parent / "ca.pem")
     env = {
         **tool_env,
-        "GOAUTH": "tokenrelay go-auth",  # the command itself: go runs GOAUTH's first word
+        "GOAUTH": GOAUTH,
         "GOPROXY": server.url,
         "GOSUMDB": "off",
         "GOTOOLCHAIN": "local",
@@ -292,7 +296,7 @@ def test_cargo_fetch_through_token_from_stdout(
     (project / "src/lib.rs").write_text("")
     (project / "Cargo.toml").write_text(CARGO_TOML)
     (project / ".cargo").mkdir()
-    provider = json.dumps(["cargo:token-from-stdout", "tokenrelay", "token", "--audience", AUDIENCE])
+    provider = json.dumps([*CARGO_PROVIDER, AUDIENCE])
     (project / ".cargo/config.toml").write_text(
         f'[registries.relay]\nindex = "sparse+{server.url}/index/"\ncredential-provider = {provider}\n'
     )
