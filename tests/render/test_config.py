@@ -42,12 +42,6 @@ def test_renders_from_toml_tables(tmp_path: Path) -> None:
     [
         (["--render", "netrc=/x"], {}, r"--render \(env TOKENRELAY_RENDER\) writes the hosts of --hosts"),
         (
-            ["--render", "netrc=/x", "--hosts", "other.example"],
-            {},
-            r"--hosts \(env TOKENRELAY_HOSTS\): other.example's audience 'other.example' is not kept fresh; "
-            r"add it with --audience",
-        ),
-        (
             ["--render", "yaml=/x", "--hosts", "registry.example"],
             {},
             r"--render \(env TOKENRELAY_RENDER\): 'yaml=/x': unknown format 'yaml'",
@@ -58,7 +52,7 @@ def test_renders_from_toml_tables(tmp_path: Path) -> None:
             "netrc names machines without a port",
         ),
         (
-            [],
+            ["--render", "netrc=/x"],
             {"TOKENRELAY_HOSTS": "https://registry.example/"},
             r"--hosts \(env TOKENRELAY_HOSTS\): .* is not host",
         ),
@@ -75,6 +69,14 @@ def test_wrong_render_settings_say_what_to_fix(argv: list[str], env: dict[str, s
         parse_args([*KEPT, "--audience", "127.0.0.1:2", *argv], env)
 
 
-def test_hosts_without_renders_need_no_audience() -> None:
-    """The helpers' TOKENRELAY_HOSTS in the sidecar's environment is no error while nothing is rendered."""
-    assert parse_args(REQUIRED, {"TOKENRELAY_HOSTS": "elsewhere.example"}).render == ()
+def test_rendered_hosts_audiences_are_kept_fresh() -> None:
+    """A render needs its hosts' tokens: their audiences join the API's and --audience's."""
+    argv = [*KEPT, "--hosts", "a.example,b.example=registry.example", "--render", "netrc=/x"]
+    assert parse_args(argv, {}).audiences == ("https://api.example", "registry.example", "a.example")
+
+
+def test_hosts_without_renders_change_nothing() -> None:
+    """The helpers' TOKENRELAY_HOSTS in the sidecar's environment, even malformed, neither fails the
+    sidecar nor adds audiences while nothing is rendered."""
+    for hosts in ("elsewhere.example", "https://not/a/host"):
+        assert parse_args(REQUIRED, {"TOKENRELAY_HOSTS": hosts}).audiences == ("https://api.example",)

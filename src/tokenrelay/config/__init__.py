@@ -226,7 +226,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "hosts",
         "Hosts the --render files name, comma-separated host[:port][=audience] (the audience defaults "
-        "to host[:port]); the credential helpers read the same list.",
+        "to host[:port]; with a --render it is kept fresh); the credential helpers read the same list.",
         kind="list",
         repeatable=True,
         default=(),
@@ -318,8 +318,14 @@ class Settings:
 
     @property
     def audiences(self) -> tuple[str, ...]:
-        """Every audience kept fresh: the API's first, then each --audience once."""
-        return tuple(dict.fromkeys((self.api_url, *self.audience)))
+        """Every audience kept fresh: the API's first, then each --audience once, then those of the
+        --hosts the --render files write (a render needs their tokens)."""
+        rendered: tuple[str, ...] = ()
+        if self.render:
+            from ..helpers.hosts import parse_list
+
+            rendered = tuple(host.audience for host in parse_list(self.hosts, where("hosts")))
+        return tuple(dict.fromkeys((self.api_url, *self.audience, *rendered)))
 
     @property
     def token_files(self) -> tuple[tuple[str, str], ...]:
@@ -604,20 +610,11 @@ def _check(settings: Settings) -> None:
 
 
 def _check_renders(settings: Settings) -> None:
-    """--render needs --hosts whose audiences are kept fresh, and formats that can hold them."""
+    """--render needs --hosts (whose audiences it keeps fresh), in formats that can hold them. The
+    hosts are read only then: without a render they are the credential helpers' business."""
     from ..errors import HostsError
     from ..helpers.hosts import parse_list, parse_spec
 
-    try:
-        hosts = parse_list(settings.hosts, where("hosts"))
-    except HostsError as exc:  # its message names the flag already
-        raise ConfigError(str(exc)) from None
-    for host in hosts:
-        if settings.render and host.audience not in settings.audiences:
-            raise ConfigError(
-                f"{where('hosts')}: {host.netloc}'s audience {host.audience!r} is not kept fresh; "
-                f"add it with {where('audience')}, or map the host to one (host=audience)"
-            )
     for spec in settings.render_maven_ids:
         host_text, sep, server_id = spec.partition("=")
         try:
@@ -628,6 +625,10 @@ def _check_renders(settings: Settings) -> None:
             raise ConfigError(f"{where('render_maven_ids')}: {spec!r} is not HOST=ID")
     if not settings.render:
         return
+    try:
+        hosts = parse_list(settings.hosts, where("hosts"))
+    except HostsError as exc:  # its message names the flag already
+        raise ConfigError(str(exc)) from None
     if not hosts:
         raise ConfigError(f"{where('render')} writes the hosts of {where('hosts')}, and none are set")
     from .. import render
