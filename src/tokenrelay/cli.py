@@ -30,6 +30,10 @@ PLUGINS: dict[str, tuple[str, str]] = {
         "check the set-up where you are (settings, OIDC token, token service, sidecar, clients) "
         "and say how to fix what is wrong",
     ),
+    "exec": (
+        "tokenrelay.wrap.cli",
+        "run a command with a relay of its own for as long as it lives (CI steps, cron jobs, scripts)",
+    ),
     "status": ("tokenrelay.sidecar.status", "show a running sidecar's tokens, refreshes and failures"),
     "inject": (
         "tokenrelay.kube.inject",
@@ -116,7 +120,9 @@ def _run_plugin(name: str, words: list[str]) -> int:
 
     module_name, help_text = PLUGINS[name]
     module = importlib.import_module(module_name)
-    parser = argparse.ArgumentParser(prog=f"tokenrelay {name}", description=help_text)
+    # A plugin may bring its own parser class (exec: its command after "--", its own exit status)
+    parser_class: type[argparse.ArgumentParser] = getattr(module, "Parser", argparse.ArgumentParser)
+    parser = parser_class(prog=f"tokenrelay {name}", description=help_text)
     module.add_arguments(parser)
     status: int = module.run(parser.parse_args(words))
     return status
@@ -138,28 +144,37 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def run_settings(settings: Settings, reload: Callable[[], Settings] | None = None) -> int:
-    """Run the daemon (see _loop_factory for its event loop); ``reload`` re-reads settings (SIGHUP)."""
+    """Run the daemon (see daemon_loop_factory for its event loop); ``reload`` re-reads settings (SIGHUP)."""
     import asyncio
-    import os
 
-    # Before aiohttp loads frozenlist: its C++ extension brings libstdc++ into the process, 1.2 MiB
-    # of idle RSS (bench/idle_rss.py), for lists aiohttp freezes at start-up; the pure-Python twin
-    # serves them as well. Set only when the user has not chosen.
-    os.environ.setdefault("FROZENLIST_NO_EXTENSIONS", "1")
     from .errors import ConfigError
-    from .sidecar.mimetable import load_aiohttp_web
 
-    load_aiohttp_web()  # before daemon's imports: aiohttp's file-type table skips /etc/mime.types
+    prepare_daemon()
     from .sidecar import daemon
 
     try:
-        with asyncio.Runner(loop_factory=_loop_factory(settings)) as runner:
+        with asyncio.Runner(loop_factory=daemon_loop_factory(settings)) as runner:
             return runner.run(daemon.serve(settings, reload=reload))
     except ConfigError as exc:
         print(f"tokenrelay run: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
+
+
+def prepare_daemon() -> None:
+    """Call before importing ``sidecar.daemon`` (``run``, ``exec``): what its imports must find."""
+    import os
+
+    # Before aiohttp loads frozenlist: its C++ extension brings libstdc++ into the process, 1.2 MiB
+    # of idle RSS (bench/idle_rss.py), for lists aiohttp freezes at start-up; the pure-Python twin
+    # serves them as well. Set only when the user has not chosen.
+    os.environ.setdefault("FROZENLIST_NO_EXTENSIONS", "1")
+    from .sidecar.mimetable import load_aiohttp_web
+    from .systemroots import no_default_roots
+
+    with no_default_roots():  # aiohttp's import-time contexts: replaced by clienttls before any use
+        load_aiohttp_web()  # before daemon's imports: aiohttp's file-type table skips /etc/mime.types
 
 
 def run_service(
@@ -196,7 +211,7 @@ def loop_factory(uvloop: bool) -> Callable[[], asyncio.AbstractEventLoop] | None
     return factory
 
 
-def _loop_factory(settings: Settings) -> Callable[[], asyncio.AbstractEventLoop] | None:
+def daemon_loop_factory(settings: Settings) -> Callable[[], asyncio.AbstractEventLoop] | None:
     """uvloop for the proxy only, where it pays; asyncio's own loop otherwise.
 
     Measured with bench/token_api.py: uvloop changes nothing for the local API (aiohttp's handler

@@ -7,14 +7,18 @@ instead: OpenSSL then reads only the issuer a handshake asks for. The trusted se
 verification and hostname checks stay on. When ``SSL_CERT_FILE`` or ``SSL_CERT_DIR`` names a store
 other than OpenSSL's default, or there is no hashed directory, the bundle is loaded as before, so no
 root the operator configured is left out. Used by the proxy (proxy/target.py, proxy/h2_upstream.py)
-and the sidecar's HTTP session (sidecar/clienttls.py). Standard library only.
+and the sidecar's HTTP session (sidecar/clienttls.py). ``no_default_roots`` keeps the contexts aiohttp
+builds when it is imported from parsing the bundle at all, since clienttls replaces them anyway.
+Standard library only.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import ssl
+from collections.abc import Iterator
 from pathlib import Path
 
 _HASHED = re.compile(r"[0-9a-f]{8}\.[0-9]+")
@@ -48,3 +52,28 @@ def _default(variable: str, default: str) -> bool:
     """Whether ``variable`` is unset or names OpenSSL's own default (as many images set it)."""
     value = os.environ.get(variable)
     return not value or os.path.realpath(value) == os.path.realpath(default)
+
+
+@contextlib.contextmanager
+def no_default_roots() -> Iterator[None]:
+    """While it holds, a context that loads OpenSSL's default roots loads none.
+
+    For importing aiohttp: its connector module builds two contexts at import time, each parsing the
+    whole system bundle (about 60 ms apiece here: a third of ``tokenrelay exec``'s time to start its
+    command), and clienttls.session_context puts contexts of its own in their place before the first
+    request. Should a future aiohttp keep them elsewhere, they trust nothing: a request on them
+    fails, none goes unverified. Call it before any thread runs: it sets the process's environment.
+    """
+    saved = {name: os.environ.get(name) for name in _ROOT_VARIABLES}
+    os.environ.update(dict.fromkeys(_ROOT_VARIABLES, os.devnull))
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+_ROOT_VARIABLES = ("SSL_CERT_FILE", "SSL_CERT_DIR")

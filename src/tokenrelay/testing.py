@@ -223,7 +223,7 @@ class ThreadedServer:
 
     def __init__(self, app: web.Application, ssl_context: ssl.SSLContext | None = None) -> None:
         self._app = app
-        self._ssl_context = ssl_context  # HTTPS when given (e.g. LoopbackCertificates.server_context())
+        self._ssl = ssl_context  # https when given
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
         self._runner: web.AppRunner | None = None
@@ -241,7 +241,7 @@ class ThreadedServer:
 
         self._runner = web.AppRunner(self._app, access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0, ssl_context=self._ssl_context)
+        site = web.TCPSite(self._runner, "127.0.0.1", 0, ssl_context=self._ssl)
         await site.start()
         server = site._server
         assert server is not None
@@ -268,7 +268,7 @@ class ThreadedServer:
 
     @property
     def url(self) -> str:
-        return f"{'https' if self._ssl_context else 'http'}://{self.netloc}"
+        return f"{'https' if self._ssl else 'http'}://{self.netloc}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -291,3 +291,34 @@ def test_a_viewer_pulls_but_cannot_push(dev: Dev, layout: tuple[Path, str]) -> N
     assert "denied: requested access to the resource is denied: push on dev/hello needs the editor role" in (
         pushed.stderr
     )
+
+
+def test_exec_configure_docker_pulls_from_the_emulator_registry(dev: Dev) -> None:
+    """``tokenrelay exec --configure docker`` against the emulator: skopeo inside the command, with
+    no docker config of the user's and tokenrelay's bin off its PATH, reads the image through the
+    registry's token flow with the relay's own token."""
+    skopeo = require("skopeo")
+    home = dev.home / "exec-home"
+    home.mkdir(exist_ok=True)
+    url = dev.lines["emulator"]
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(home), "XDG_RUNTIME_DIR": str(home)}
+    argv = [
+        str(BIN / "tokenrelay"),
+        "exec",
+        f"--auth-url={url}",
+        f"--api-url={url}",
+        f"--identity={dev.lines['identity']}",
+        f"--id-token-file={dev.lines['id_token_file']}",
+        f"--hosts={dev.host}={url}",
+        "--configure=docker",
+        "--log-level=error",
+        "--",
+        skopeo,
+        "inspect",
+        "--tls-verify=false",
+        f"docker://{dev.host}/dev/hello:latest",
+    ]
+    result = dev.run(argv, env)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["Digest"] == dev.tag("hello", "latest")["digest"]
+    assert list(home.iterdir()) == []  # nothing written outside the private directory

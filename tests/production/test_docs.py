@@ -97,3 +97,35 @@ def test_troubleshooting_messages_exist_in_the_code() -> None:
                 if len(fragment) >= 6 and fragment not in source:
                     missing.append(fragment)
     assert missing == []
+
+
+EXEC_DOC = REPO / "docs" / "exec.md"
+
+
+def test_exec_reference_is_up_to_date() -> None:
+    """docs/exec.md's generated tables are exactly what exec's option table and --configure targets give."""
+    assert docgen.main(["--check", str(EXEC_DOC)]) == 0, (
+        "run: python -m tokenrelay.docgen --write docs/exec.md"
+    )
+
+
+def test_every_exec_flag_is_documented() -> None:
+    """Every flag `tokenrelay exec` accepts is in operations.md's reference (run's) or exec.md's (its own)."""
+    from tokenrelay.wrap import cli as exec_cli
+    from tokenrelay.wrap.targets import TARGETS
+
+    parser = exec_cli.Parser()
+    exec_cli.add_arguments(parser)
+    flags = {s for action in parser._actions for s in action.option_strings if s.startswith("--")}
+    flags.discard("--help")
+    documented = set()
+    for doc, begin, end in ((DOC, docgen.BEGIN, docgen.END), (EXEC_DOC, docgen.EXEC_BEGIN, docgen.EXEC_END)):
+        text = doc.read_text()
+        section = text[text.index(begin) : text.index(end)]
+        documented |= {
+            row.split("`")[1].split()[0] for row in section.splitlines() if row.startswith("| `--")
+        }
+    assert documented == flags
+    exec_text = EXEC_DOC.read_text()
+    for name in TARGETS:
+        assert f"| `{name}` |" in exec_text

@@ -225,8 +225,9 @@ OPTIONS: tuple[Option, ...] = (
     # files other tools read
     Option(
         "hosts",
-        "Hosts the --render files name, comma-separated host[:port][=audience] (the audience defaults "
-        "to host[:port]; with a --render it is kept fresh); the credential helpers read the same list.",
+        "Hosts that get a token, host[:port][=audience] (comma-separated, repeatable; the audience "
+        "defaults to host[:port]): the credential helpers' list. The --render files write them, "
+        "exec's --configure sets its clients up for them, and with either their audiences are kept fresh.",
         kind="list",
         repeatable=True,
         default=(),
@@ -342,7 +343,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--config", metavar="FILE", help=f"TOML file with any of these settings (env {ENV_PREFIX}CONFIG)."
     )
-    for option in OPTIONS:
+    add_options(parser, OPTIONS)
+
+
+def add_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup, options: Sequence[Option]) -> None:
+    """Add ``options`` (a table like OPTIONS) to ``parser`` as flags; their defaults stay None."""
+    for option in options:
         help_text = option.help
         if option.default not in (None, (), False):
             shown = oct(option.default) if option.kind == "mode" else option.default
@@ -385,6 +391,19 @@ def load(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> 
     settings = Settings(**values, config=config_path)
     _check(settings)
     return settings
+
+
+def read_options(
+    options: Sequence[Option], args: argparse.Namespace, environ: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """The values of a table of options other than run's (flag > env > the option's default),
+    converted and checked as run's are; raises ConfigError."""
+    env = os.environ if environ is None else environ
+    values: dict[str, Any] = {}
+    for option in options:
+        raw, origin = _pick(option, args, env, {})
+        values[option.name] = option.default if raw is None else _convert(option, raw, origin)
+    return values
 
 
 def _pick(

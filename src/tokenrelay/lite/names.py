@@ -41,6 +41,8 @@ OPTION_NAMES = (
     "log_format",
     "log_level",
 )
+# The options ``tokenrelay exec`` has beyond run's, in the order of wrap.options.EXEC_OPTIONS.
+EXEC_OPTION_NAMES = ("configure", "export_token")
 
 # The defaults every layer imports (config's table and Settings, and the parts' own constructors).
 DEFAULT_SOCKET = "/var/run/tokenrelay/tokenrelay.sock"
@@ -60,6 +62,8 @@ EXPIRES_HEADER = "Token-Expires-At"
 # Variables read beside the options: the config file, and the helpers' host list.
 CONFIG_ENV = ENV_PREFIX + "CONFIG"
 HOSTS_ENV = ENV_PREFIX + "HOSTS"
+# What ``tokenrelay exec`` tells its command: where the private socket and the proxy are.
+PROXY_URL_ENV = ENV_PREFIX + "PROXY_URL"
 
 
 def flag(name: str) -> str:
@@ -74,7 +78,7 @@ def env(name: str) -> str:
 
 def where(name: str) -> str:
     """How a user sets option ``name``, for messages: ``--name (env TOKENRELAY_NAME)``."""
-    if name not in OPTION_NAMES:
+    if name not in OPTION_NAMES and name not in EXEC_OPTION_NAMES:
         raise KeyError(f"no option {name!r}")  # a typo here would print a setting that does not exist
     return f"{flag(name)} (env {env(name)})"
 

@@ -52,7 +52,10 @@ async def run(
     # Wait for every audience, failures included: returning at the first failure would let the
     # other exchanges' log lines follow the one line that is meant to be the last word.
     results = await asyncio.gather(
-        *(_get(providers.provider(audience), deadline, clock, sleep) for audience in providers.audiences),
+        *(
+            get_within(providers.provider(audience), deadline, clock, sleep)
+            for audience in providers.audiences
+        ),
         return_exceptions=True,
     )
     tokens: list[Token] = []
@@ -81,12 +84,14 @@ async def run(
     return 0
 
 
-async def _get(
+async def get_within(
     provider: TokenProvider,
     deadline: float,
     clock: Callable[[], float],
     sleep: Callable[[float], Awaitable[None]],
 ) -> Token:
+    """The provider's first token, waiting out retryable failures until ``deadline`` (also what
+    ``tokenrelay exec`` waits for before it starts its command); raises TokenRelayError."""
     while True:
         try:
             return await provider.get()
