@@ -149,3 +149,34 @@ def test_a_clean_stop_takes_out_only_tokenrelays_entries(tmp_path: Path) -> None
     untouched = tmp_path / "never"
     RenderSink(parse(f"netrc={untouched}"), HOSTS).clear()
     assert not untouched.exists()
+
+
+async def test_sighup_applies_a_new_render_mode(tmp_path: Path) -> None:
+    """--render-mode is re-read on SIGHUP: the refresh it starts rewrites the file with the new mode."""
+    from tokenrelay.config import parse_args
+    from tokenrelay.sidecar.reloader import Reloader
+    from tokenrelay.testing import FakeTokenService
+    from tokenrelay.tokens.provider import TokenProvider, TokenProviders
+
+    from ..support.waiting import eventually
+
+    path = tmp_path / ".netrc"
+    argv = ["--auth-url=https://a.example", "--api-url=https://api.example", "--identity=o"]
+    argv += [f"--hosts={AUD}", f"--render=netrc={path}"]
+    sink = RenderSink(parse(f"netrc={path}"), HOSTS)
+    service = FakeTokenService()
+
+    async def fetch(audience: str) -> Issued:
+        return Issued(service.mint(audience))
+
+    providers = TokenProviders([TokenProvider(AUD, fetch, observers=[sink])])
+    await providers.get(AUD)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    reload = Reloader(
+        parse_args(argv, {}), lambda: parse_args([*argv, "--render-mode=0640"], {}), providers, [], [sink]
+    )
+    reload()
+    await eventually(lambda: len(service.issued) == 2, "the refresh SIGHUP starts")
+    await eventually(lambda: service.issued[1] in path.read_text(), "the new token in the file")
+    assert stat.S_IMODE(path.stat().st_mode) == 0o640
+    await providers.stop()

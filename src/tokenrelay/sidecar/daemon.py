@@ -340,7 +340,8 @@ async def serve(
     if settings.once:
         return await sidecar.once()
     loop = asyncio.get_running_loop()
-    _install_signals(loop, stop, Reloader(settings, reload, sidecar.providers, sidecar.file_sinks))
+    hangup = Reloader(settings, reload, sidecar.providers, sidecar.file_sinks, sidecar.renders)
+    _install_signals(loop, stop, hangup)
     try:
         return await sidecar.run(stop, listening)
     finally:
