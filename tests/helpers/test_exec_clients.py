@@ -10,8 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from tokenrelay.testing import ThreadedServer
+
 from ..support.execrun import exec_env, run_exec
-from ..support.helpers import GIT_SHA, Stack, require
+from ..support.githttp import CONTENT, bare_repository, git_backend_app
+from ..support.helpers import GIT_SHA, Stack, TokenCheck, require
 
 pytestmark = pytest.mark.e2e
 
@@ -138,3 +141,52 @@ def test_configure_without_hosts_is_125(stack: Stack, client_env: dict[str, str]
         "tokenrelay exec: --configure (env TOKENRELAY_CONFIGURE) needs the hosts to set up: "
         "give --hosts (env TOKENRELAY_HOSTS)\n"
     )
+
+
+def test_pip_subprocess_provider_finds_the_linked_keyring(
+    stack: Stack, client_env: dict[str, str], tmp_path: Path
+) -> None:
+    """With ``--keyring-provider subprocess`` (what a pip of another environment would use) and the
+    user in the index URL, pip runs the ``keyring`` command --configure pip put on the command's PATH."""
+    env = exec_env(client_env)
+    accepted = len(stack.index_check.accepted)
+    argv = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--no-cache-dir",
+        "--keyring-provider=subprocess",
+        f"--index-url=http://_token@{stack.index.netloc}/simple/",
+        f"--dest={tmp_path / 'dl'}",
+        "tinypkg==1.0",
+    ]
+    result = run_exec(stack, env, "--configure=pip", command=argv, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (tmp_path / "dl" / "tinypkg-1.0-py3-none-any.whl").exists()
+    assert len(stack.index_check.accepted) > accepted
+
+
+def test_git_clone_from_a_real_git_http_backend(
+    stack: Stack, client_env: dict[str, str], tmp_path: Path
+) -> None:
+    """``git clone`` inside the command, from ``git http-backend`` behind the token check, through the
+    helper that --configure git set up; the clone has the repository's file."""
+    git = require("git")
+    check = TokenCheck(stack.service)
+    server = ThreadedServer(
+        git_backend_app(check, bare_repository(tmp_path / "srv", git).parent, git)
+    ).start()
+    check.audience = server.netloc
+    try:
+        env = exec_env(client_env)
+        dest = tmp_path / "clone"
+        argv = [git, "clone", "-q", f"{server.url}/demo.git", str(dest)]
+        result = run_exec(stack, env, f"--hosts={server.netloc}", "--configure=git", command=argv)
+    finally:
+        server.stop()
+    assert result.returncode == 0, result.stderr
+    assert (dest / "README").read_text() == CONTENT
+    assert check.accepted
+    assert check.refused <= 1  # git's first request goes without credentials, to learn it needs some

@@ -86,3 +86,13 @@ def test_git_reaches_a_non_loopback_host_over_https_only(tmp_path: Path) -> None
 def test_all_is_every_target_once() -> None:
     """``all`` (with or without others) chooses every target of the table, each once."""
     assert [target.name for target in chosen(["all", "git"])] == list(TARGETS)
+
+
+def test_exec_option_names_agree_with_the_table() -> None:
+    """lite.names spells exec's options as its table declares them, and --hosts is the helpers'
+    own TOKENRELAY_HOSTS."""
+    from tokenrelay.lite import names
+    from tokenrelay.wrap.options import EXEC_OPTIONS
+
+    assert [option.name for option in EXEC_OPTIONS] == list(names.EXEC_OPTION_NAMES)
+    assert next(o.env for o in EXEC_OPTIONS if o.name == "hosts") == names.HOSTS_ENV

@@ -62,7 +62,7 @@ EXPIRES_HEADER = "Token-Expires-At"
 # Variables read beside the options: the config file, and the helpers' host list.
 CONFIG_ENV = ENV_PREFIX + "CONFIG"
 HOSTS_ENV = ENV_PREFIX + "HOSTS"
-# What ``tokenrelay exec`` tells its command: where the private socket and the proxy are.
+# What ``tokenrelay exec`` tells its command beside SOCKET_ENV: where the proxy listens.
 PROXY_URL_ENV = ENV_PREFIX + "PROXY_URL"
 
 

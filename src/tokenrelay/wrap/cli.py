@@ -96,6 +96,8 @@ def run(args: argparse.Namespace) -> int:
     except _Stopped as stopped:
         return 128 + stopped.signum
     finally:
+        # exec's last act: a signal now would only cut the removal short, so it waits for the exit
+        signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED)
         shutil.rmtree(private, ignore_errors=True)
 
 

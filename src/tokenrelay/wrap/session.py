@@ -85,9 +85,8 @@ async def run(
         if not starting.done():
             starting.cancel()
             await asyncio.gather(starting, return_exceptions=True)
-        await sidecar.stop()  # a signal meanwhile finds the command gone, and is dropped
-        for signum in FORWARDED:
-            loop.remove_signal_handler(signum)
+        # Until the loop closes (and removes them), a signal finds the command gone and is dropped.
+        await sidecar.stop()
 
 
 async def _start(sidecar: Sidecar) -> Token:
