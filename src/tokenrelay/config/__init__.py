@@ -649,7 +649,10 @@ def _check_renders(settings: Settings) -> None:
     except HostsError as exc:  # its message names the flag already
         raise ConfigError(str(exc)) from None
     if not hosts:
-        raise ConfigError(f"{where('render')} writes the hosts of {where('hosts')}, and none are set")
+        raise ConfigError(
+            f"{where('render')} writes the hosts of {where('hosts')}, and none are set: "
+            "give them, e.g. --hosts registry.example.com,npm.example.com"
+        )
     from .. import render
 
     for spec in settings.render:
