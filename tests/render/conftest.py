@@ -1,6 +1,7 @@
-"""One ``tokenrelay run`` for the --render suite, started once per session: short-lived tokens (8 s, so a
-refresh every 4 s or so), every loopback server's host in --hosts, and every format rendered into a
-HOME whose files already hold the user's own entries."""
+"""One ``tokenrelay run`` for the --render suite, started once per session: short-lived tokens (12 s,
+so a refresh every 6 s or so, and a tool that read the file has at least 6 s to use its token), every
+loopback server's host in --hosts, and every format rendered into a HOME whose files already hold the
+user's own entries."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ from ..support.render import (
 )
 from ..support.waiting import eventually_blocking
 
-LIFETIME = 8.0
+LIFETIME = 12.0
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,5 @@
 """``tokenrelay exec --configure npm,maven,netrc``: the command's npm, mvn and pip read private copies
-of the user's files that exec's own relay renders, before and after a refresh of 8-second tokens; the
+of the user's files that exec's own relay renders, before and after a refresh of 12-second tokens; the
 user's files are read, never written, and the copies go with the command."""
 
 from __future__ import annotations
@@ -28,12 +28,12 @@ def token():
     text = open(os.environ["NETRC"]).read()
     return [line.split()[-1] for line in text.splitlines() if line.startswith("machine 127.0.0.1 ")]
 
-def tools(round):
+def tools(round):  # the JVM first: it takes longest to send the token it read
+    subprocess.run(f"{MVN} -B -q $MAVEN_ARGS -Dmaven.repo.local={WORK}/m2repo{round} validate",
+                   shell=True, cwd=f"{WORK}/project", check=True, capture_output=True)
     subprocess.run([NPM, "install", "--no-audit", "--no-fund", "--registry", NPM_URL, "--cache",
                     f"{WORK}/npmcache{round}", "tinypkg@1.0.0"], cwd=f"{WORK}/app{round}", check=True,
                    capture_output=True)
-    subprocess.run(f"{MVN} -B -q $MAVEN_ARGS -Dmaven.repo.local={WORK}/m2repo{round} validate",
-                   shell=True, cwd=f"{WORK}/project", check=True, capture_output=True)
     subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", f"{WORK}/wheels{round}",
                     "--index-url", PIP_URL, "tinypkg"], check=True, capture_output=True)
 
