@@ -21,7 +21,17 @@ NEVER = {"typing", "dataclasses", "asyncio", "aiohttp", "ssl", "inspect", "loggi
 # On a credential helper's get path (docker and git): nothing that costs start-up beyond the bare minimum.
 LEAN = NEVER | {"json", "re", "enum", "socket", "urllib", "base64", "datetime", "email", "tempfile", "os"}
 # The modules that decode or build what only a failure, the direct exchange or the sidecar needs.
-ROOMY = {"aip193", "stsanswer", "timestamps", "files", "oidccheck", "rules", "redact", "regularfile"}
+ROOMY = {
+    "aip193",
+    "stsanswer",
+    "timestamps",
+    "files",
+    "oidccheck",
+    "rules",
+    "redact",
+    "regularfile",
+    "unreachable",
+}
 
 MODULES = sorted(info.name for info in pkgutil.iter_modules(tokenrelay.lite.__path__))
 SRC = Path(tokenrelay.__file__).resolve().parents[1]

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import aiohttp
 import pytest
 from aiohttp import web
 
 from tokenrelay.errors import ExchangeError, ExchangeTimeout
-from tokenrelay.testing import make_jwt
+from tokenrelay.testing import FakeTokenService, loopback_certificates, make_jwt
 from tokenrelay.tokens import sts
 
 from ..support.core import API, Harness
@@ -108,9 +109,29 @@ async def test_hanging_service_times_out(aiohttp_server: object) -> None:
 
 
 async def test_unreachable_service_is_reported(unused_tcp_port: int) -> None:
-    """Nothing listening: the error names the address it tried."""
-    with pytest.raises(ExchangeError, match="cannot reach the token service"):
-        await _exchange(f"http://127.0.0.1:{unused_tcp_port}")
+    """Nothing listening: the error names the address it tried and the setting, in the project's words
+    (what the sidecar logs and answers on /v1/token), not aiohttp's ("ssl:default")."""
+    url = f"http://127.0.0.1:{unused_tcp_port}"
+    with pytest.raises(ExchangeError) as raised:
+        await _exchange(url)
+    assert str(raised.value) == (
+        f"cannot reach the token service at {url}/sts/exchange (connection refused): "
+        "check --auth-url (env TOKENRELAY_AUTH_URL)"
+    )
+
+
+async def test_an_untrusted_certificate_is_reported_as_such(aiohttp_server: object, tmp_path: Path) -> None:
+    """A token service whose certificate no trusted CA signed: the error says the certificate does not
+    verify, and why, rather than aiohttp's "Cannot connect to host ... ssl:True [...]"."""
+    context = loopback_certificates(tmp_path).server_context()
+    server = await aiohttp_server(FakeTokenService().app(), ssl=context)  # type: ignore[operator]
+    url = f"https://127.0.0.1:{server.port}"
+    with pytest.raises(ExchangeError) as raised:
+        await _exchange(url)
+    assert str(raised.value).startswith(
+        f"cannot reach the token service at {url}/sts/exchange (its TLS certificate does not verify: "
+    )
+    assert "Cannot connect" not in str(raised.value)
 
 
 async def test_refusal_without_aip193_body_reports_the_status(aiohttp_server: object) -> None:

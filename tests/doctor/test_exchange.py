@@ -178,6 +178,9 @@ async def test_an_unreachable_token_service_names_the_url_flag(
     report = await doctor(argv, environ)
     check = finding(report, "service.reach")
     assert check.outcome is Outcome.FAILED
+    assert check.message == (
+        "cannot reach the token service at http://127.0.0.1:9/sts/exchange (connection refused)"
+    )
     assert check.fix is not None and "--auth-url" in check.fix
     assert finding(report, "service.exchange").outcome is Outcome.SKIPPED
 

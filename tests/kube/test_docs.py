@@ -51,3 +51,34 @@ def test_webhook_metrics_and_injector_alerts_are_documented() -> None:
 def test_readme_links_the_page() -> None:
     """README.md links docs/kubernetes.md."""
     assert "(docs/kubernetes.md)" in (REPO / "README.md").read_text()
+
+
+def test_placement_of_the_replicas_is_described_as_the_deployment_asks_it() -> None:
+    """The injector's anti-affinity is only preferred, and the page never promises that the two
+    replicas are spread across nodes."""
+    deployment = yaml.safe_load((REPO / "deploy" / "injector" / "base" / "deployment.yaml").read_text())
+    anti = deployment["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]
+    assert set(anti) == {"preferredDuringSchedulingIgnoredDuringExecution"}
+    text = " ".join(DOC.split())
+    assert "spread across nodes" not in text
+    assert "preferred" in text
+
+
+def test_istio_advice_renames_the_configuration_through_the_component() -> None:
+    """The page sends Istio users to components/first, which renames the configuration everywhere,
+    rather than telling them to rename the object alone (which breaks self-signed mode)."""
+    assert (REPO / "deploy" / "injector" / "components" / "first" / "kustomization.yaml").is_file()
+    text = " ".join(DOC.split())
+    assert "deploy/injector/components/first" in text
+    assert "rename the configuration, e.g." not in text
+
+
+def test_the_variables_that_find_the_api_server_are_documented() -> None:
+    """Every variable tests/support/k8s.py reads to find kube-apiserver and etcd is in the page's
+    "How this is tested", and the page names no other."""
+    source = (REPO / "tests" / "support" / "k8s.py").read_text()
+    read = set(re.findall(r'os\.environ\.get\("([A-Z0-9_]+)"', source)) - {"CI"}
+    assert read == {"KUBEBUILDER_ASSETS", "TOKENRELAY_K8S_SHARED", "ETCD"}
+    section = DOC[DOC.index("## How this is tested") :]
+    for variable in read:
+        assert f"`{variable}`" in section, variable

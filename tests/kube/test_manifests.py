@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
+from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
@@ -13,6 +12,7 @@ import yaml
 
 from tokenrelay.kube import webhook
 
+from ..support import kube
 from ..support.kube import REPO, SCHEMAS
 from ..support.podsecurity import violations
 
@@ -21,18 +21,17 @@ Doc = dict[str, Any]
 
 
 def render(overlay: str) -> list[Doc]:
-    kubectl = shutil.which("kubectl")
-    if kubectl is None:
-        if os.environ.get("CI"):
-            pytest.fail("kubectl is not installed, and CI is set")
-        pytest.skip("kubectl is not installed")
-    out = subprocess.run(
-        [kubectl, "kustomize", str(REPO / "deploy" / "injector" / overlay)],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    return [d for d in yaml.safe_load_all(out) if d]
+    return kube.render(Path("deploy") / "injector" / overlay)
+
+
+def render_with_component(overlay: str, component: str, tmp_path: Path) -> list[Doc]:
+    """An overlay with a component, as a user's own kustomization would use them (kustomize wants
+    relative paths)."""
+    injector = Path(os.path.relpath(REPO / "deploy" / "injector", tmp_path))
+    (tmp_path / "kustomization.yaml").write_text(
+        yaml.safe_dump({"resources": [str(injector / overlay)], "components": [str(injector / component)]})
+    )
+    return kube.render(tmp_path)
 
 
 @pytest.fixture(scope="module")
@@ -139,58 +138,6 @@ def test_webhook_configuration_fails_closed_for_opted_in_pods_only(
         assert set(excluded["values"]) == config.excluded
 
 
-def matches(selector: Doc, labels: dict[str, str]) -> bool:
-    """A Kubernetes label selector (matchLabels and matchExpressions) against a label set."""
-    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
-        return False
-    for e in selector.get("matchExpressions") or []:
-        value, present = labels.get(e["key"]), e["key"] in labels
-        if e["operator"] == "In" and not (present and value in e["values"]):
-            return False
-        if e["operator"] == "NotIn" and present and value in e["values"]:
-            return False
-        if e["operator"] == "Exists" and not present:
-            return False
-        if e["operator"] == "DoesNotExist" and present:
-            return False
-    return True
-
-
-@pytest.mark.parametrize(
-    ("namespace", "namespace_label", "pod_label", "calls"),
-    [
-        ("team-a", "enabled", None, 1),
-        ("team-a", "enabled", "enabled", 1),
-        ("team-a", "enabled", "disabled", 0),
-        ("team-b", None, "enabled", 1),
-        ("team-b", None, None, 0),
-        ("team-b", None, "disabled", 0),
-        ("kube-system", "enabled", "enabled", 0),
-        ("tokenrelay-system", "enabled", "enabled", 0),
-    ],
-)
-def test_only_pods_that_opted_in_ever_call_the_webhook(
-    namespace: str,
-    namespace_label: str | None,
-    pod_label: str | None,
-    calls: int,
-    rendered: dict[str, list[Doc]],
-) -> None:
-    """The API server calls the injector once for a pod that opted in (namespace or template label) and
-    never for any other pod, so an injector outage cannot block them."""
-    configuration = one(rendered["self-signed"], "MutatingWebhookConfiguration")
-    ns_labels = {"kubernetes.io/metadata.name": namespace}
-    if namespace_label:
-        ns_labels["tokenrelay.dev/inject"] = namespace_label
-    pod_labels = {"app": "x", **({"tokenrelay.dev/inject": pod_label} if pod_label else {})}
-    called = [
-        h["name"]
-        for h in configuration["webhooks"]
-        if matches(h["namespaceSelector"], ns_labels) and matches(h["objectSelector"], pod_labels)
-    ]
-    assert len(called) == calls, called
-
-
 def test_self_signed_rbac_is_least_privilege(rendered: dict[str, list[Doc]]) -> None:
     """The webhook may get/update its one Secret and get/patch its one configuration: nothing else, and
     no create (the install makes the empty Secret)."""
@@ -250,3 +197,38 @@ def test_cert_manager_overlay_injects_the_ca_and_needs_no_rbac(rendered: dict[st
     )
     ca = next(d for d in docs if d["kind"] == "Certificate" and d["spec"].get("isCA"))
     assert issuer["spec"]["ca"]["secretName"] == ca["spec"]["secretName"]
+
+
+def configuration_names(docs: list[Doc]) -> set[str]:
+    """Every place that names the MutatingWebhookConfiguration: the object itself, the webhook's
+    --webhook-configuration (whose caBundle it keeps) and, in self-signed mode, the RBAC's resourceNames."""
+    names = {
+        one(docs, "MutatingWebhookConfiguration")["metadata"]["name"],
+        settings_of(docs).webhook_configuration,
+    }
+    for role in (d for d in docs if d["kind"] == "ClusterRole"):
+        names |= {n for rule in role["rules"] for n in rule["resourceNames"]}
+    return names
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_every_overlay_names_one_webhook_configuration(overlay: str, rendered: dict[str, list[Doc]]) -> None:
+    """The configuration, the flag and the RBAC agree on its name: else the caBundle is never written
+    and opted-in pods fail with x509 errors."""
+    assert configuration_names(rendered[overlay]) == {"tokenrelay-injector"}
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_first_component_renames_the_configuration_everywhere(overlay: str, tmp_path: Path) -> None:
+    """components/first (for Istio) renames the configuration so that it sorts before Istio's, in the
+    object, the webhook's flag and the RBAC alike, and changes nothing else."""
+    docs = render_with_component(overlay, "components/first", tmp_path)
+    (name,) = configuration_names(docs)
+    assert name == "0-tokenrelay-injector" < "istio-sidecar-injector"
+    plain = render(overlay)
+    assert len(docs) == len(plain)
+    assert (
+        one(docs, "MutatingWebhookConfiguration")["webhooks"]
+        == one(plain, "MutatingWebhookConfiguration")["webhooks"]
+    )
+    assert settings_of(docs).cert_secret == settings_of(plain).cert_secret

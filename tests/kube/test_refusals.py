@@ -8,6 +8,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tokenrelay.kube import admission
 
@@ -124,6 +126,15 @@ CASES: list[tuple[str, Callable[[Pod], object], str]] = [
         "the pod already has a container named tokenrelay (in initContainers); rename it, "
         "or remove a hand-written "
         "tokenrelay sidecar and let the injector add it",
+    ),
+    (
+        # a debug container (kubectl debug) named tokenrelay would share the sidecar's name in the pod
+        "ephemeral container clash",
+        lambda pod: pod["spec"].update(
+            ephemeralContainers=[{"name": "tokenrelay", "image": "busybox", "targetContainerName": "debug"}]
+        ),
+        "the pod already has a container named tokenrelay (in ephemeralContainers); rename it, "
+        "or remove a hand-written tokenrelay sidecar and let the injector add it",
     ),
     (
         "volume clash",
@@ -258,3 +269,36 @@ def test_inject_refuses_yaml_that_is_not_a_pod_template() -> None:
         "tokenrelay inject: CronJob/c (document 1): not a valid pod template at "
         "/spec/jobTemplate/spec/template (AttributeError: "
     )
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    field=st.sampled_from(
+        ["kind", "object", "namespace", "name", "operation", "object.metadata", "object.metadata.name",
+         "object.metadata.generateName", "object.metadata.annotations", "object.spec"]
+    ),
+    value=JSON,
+)  # fmt: skip
+def test_any_json_in_any_field_is_an_answer_or_a_bad_review(field: str, value: Any) -> None:
+    """Whatever JSON stands in a field of the review, the webhook answers (allowed, patched or refused)
+    or calls it a BadReview (400): never another exception, which would be a 500."""
+    body = review(copy.deepcopy(FIXTURES["12-bare"]["pod"]), "sandbox")
+    *parents, last = field.split(".")
+    target = body["request"]
+    for part in parents:
+        target = target[part]
+    target[last] = value
+    try:
+        answer, result = admission.answer(body, INJECTOR)
+    except admission.BadReview:
+        return
+    assert result in admission.RESULTS
+    assert answer["response"]["uid"] == body["request"]["uid"]
+    admission.pod_name(body)

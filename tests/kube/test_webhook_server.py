@@ -166,6 +166,39 @@ async def test_garbage_is_a_400_and_probes_and_metrics_tell_the_truth(server: Ru
     assert samples["invalid"] >= 1
 
 
+def malformed_reviews() -> dict[str, bytes]:
+    """Bodies the API server never sends but a client of the Service can: each must be a 400."""
+
+    def changed(change: Any) -> bytes:
+        body = review(copy.deepcopy(FIXTURES["12-bare"]["pod"]), "sandbox")
+        change(body["request"])
+        return json.dumps(body).encode()
+
+    def metadata_list(request: dict[str, Any]) -> None:
+        request["object"]["metadata"] = ["debug"]
+        del request["namespace"], request["name"]
+
+    return {
+        "deeply nested": b"[" * 100_000 + b"]" * 100_000,
+        "kind a string": changed(lambda request: request.update(kind="Pod")),
+        "metadata a list": changed(metadata_list),
+        "namespace a list": changed(lambda request: request.update(namespace=["sandbox"])),
+        "object a list": changed(lambda request: request.update(object=["pod"])),
+    }
+
+
+async def test_malformed_reviews_are_a_400_not_a_500(server: Running) -> None:
+    """Deep nesting, `kind` given as a string, `metadata` as a list (and other fields of the wrong type)
+    get 400 with the reason, and the webhook keeps serving."""
+    for name, body in malformed_reviews().items():
+        status, answer = await post(server, body)
+        assert (name, status) == (name, 400)
+        assert answer["error"].startswith("not an AdmissionReview v1: "), (name, answer)
+    status, answer = await post(server, review(FIXTURES["12-bare"]["pod"], "sandbox"))
+    assert status == 200
+    assert answer["response"]["patch"]
+
+
 def test_sigterm_stops_it_cleanly(server: Running) -> None:
     """SIGTERM ends the webhook with status 0 (after --shutdown-delay, here 0)."""
     server.process.send_signal(signal.SIGTERM)

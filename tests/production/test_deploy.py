@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from tokenrelay.config import parse_args
+from tokenrelay.kube import mutation
 
 from ..support.production import REPO
 
@@ -93,6 +94,22 @@ def test_pods_meet_the_restricted_profile(overlay: str, rendered: dict[str, list
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
+def test_shipped_podmonitor_scrapes_the_hand_written_sidecar(
+    overlay: str, rendered: dict[str, list[dict[str, Any]]]
+) -> None:
+    """deploy/monitoring's PodMonitor selects every pod and scrapes the port name that the sidecar of
+    deploy/base and its overlays carries, the same name the injector gives its sidecars."""
+    monitor = yaml.safe_load((DEPLOY / "monitoring" / "podmonitor.yaml").read_text())
+    assert monitor["spec"]["namespaceSelector"] == {"any": True}
+    assert monitor["spec"]["selector"] == {}
+    (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
+    assert endpoint["port"] == mutation.METRICS_PORT_NAME
+    (spec,) = [s for doc in rendered[overlay] if (s := pod_spec(doc)) is not None]
+    ports = {p["name"]: p["containerPort"] for p in sidecar(spec)["ports"]}
+    assert ports[endpoint["port"]] == 9090
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
 def test_tokenrelay_is_a_native_sidecar_gating_the_app(
     overlay: str, rendered: dict[str, list[dict[str, Any]]]
 ) -> None:
@@ -101,8 +118,8 @@ def test_tokenrelay_is_a_native_sidecar_gating_the_app(
     relay = sidecar(spec)
     assert relay["restartPolicy"] == "Always"
     assert relay["image"] == "ghcr.io/example/tokenrelay:0.1.0"
-    assert relay["startupProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
-    assert relay["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+    assert relay["startupProbe"]["httpGet"] == {"path": "/readyz", "port": "tr-metrics"}
+    assert relay["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "tr-metrics"}
     assert relay["ports"][0]["containerPort"] == 9090
     mounts = {m["name"]: m["mountPath"] for m in relay["volumeMounts"]}
     volumes = {v["name"]: v for v in spec["volumes"]}
@@ -174,3 +191,32 @@ def test_github_actions_example_uses_once() -> None:
     settings = parse_args(args, env)
     assert settings.once
     assert settings.token_files == (("/tmp/t", "https://api.example.com"),)
+
+
+def test_github_actions_example_runs_a_sidecar_for_docker() -> None:
+    """The workflow's registry job starts `tokenrelay run` with the github-actions source and keeps a
+    token for every host the helpers serve, and points docker's credHelpers at tokenrelay."""
+    from tokenrelay.helpers.hosts import load
+
+    job = yaml.safe_load((DEPLOY / "github-actions" / "workflow.yaml").read_text())["jobs"]["registry"]
+    runs = "\n".join(step.get("run", "") for step in job["steps"])
+    command = runs.split("tokenrelay run ", 1)[1].split(">", 1)[0].replace("\\\n", " ").split()
+    settings = parse_args(command, {**job["env"], "TOKENRELAY_SOCKET": "/tmp/tr/tokenrelay.sock"})
+    assert settings.id_token_source == "github-actions"
+    assert {host.audience for host in load(job["env"])} <= set(settings.audiences)
+    assert '"credHelpers": {"registry.example.com": "tokenrelay"}' in runs
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_only_the_sidecar_sees_the_oidc_token(
+    overlay: str, rendered: dict[str, list[dict[str, Any]]]
+) -> None:
+    """SECURITY.md's claim: the projected OIDC token is mounted in the sidecar only, and no container
+    gets a Kubernetes API token."""
+    (spec,) = [s for doc in rendered[overlay] if (s := pod_spec(doc)) is not None]
+    projected = {v["name"] for v in spec["volumes"] if "projected" in v}
+    mounting = {
+        c["name"] for c in containers(spec) for m in c.get("volumeMounts", []) if m["name"] in projected
+    }
+    assert mounting == {"tokenrelay"}
+    assert spec["automountServiceAccountToken"] is False

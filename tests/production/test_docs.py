@@ -11,6 +11,7 @@ from tokenrelay import config
 from tokenrelay.config import docgen
 from tokenrelay.lite import names
 from tokenrelay.sidecar.metrics import Metrics
+from tokenrelay.tokens.provider import DEFAULT_BACKOFF, RETRY_SPREAD
 
 from ..support.production import REPO
 
@@ -97,6 +98,55 @@ def test_troubleshooting_messages_exist_in_the_code() -> None:
                 if len(fragment) >= 6 and fragment not in source:
                     missing.append(fragment)
     assert missing == []
+
+
+def _section(text: str, heading: str) -> str:
+    """The text under a markdown heading, up to the next heading of any level."""
+    start = text.index(heading) + len(heading)
+    following = re.search(r"^#{1,6} ", text[start:], flags=re.MULTILINE)
+    return text[start : start + following.start()] if following else text[start:]
+
+
+def test_once_section_says_what_oneshot_does() -> None:
+    """docs/operations.md's --once section says that transient failures are retried within
+    --wait-timeout (as sidecar/oneshot.py does), never "one attempt, with no retries"."""
+    section = _section(DOC.read_text(), "## One shot: `--once`")
+    assert "no retries" not in section
+    assert "`--wait-timeout`" in section
+    assert "--wait-timeout" in (SRC / "sidecar" / "oneshot.py").read_text()
+    (once,) = [option for option in config.OPTIONS if option.name == "once"]
+    assert "--wait-timeout" in once.help
+
+
+def test_retry_spacing_in_the_docs_matches_the_provider() -> None:
+    """Wherever the docs give the 30 s retry cap, they say it holds only without a valid token, and
+    that retries spread over half the remaining life while one is held, as the provider does."""
+    assert DEFAULT_BACKOFF.cap == 30.0
+    assert RETRY_SPREAD == 0.5
+    for doc in (DOC, REPO / "docs" / "troubleshooting.md"):
+        text = " ".join(doc.read_text().split())
+        assert "at most 30 s apart" in text, doc
+        for match in re.finditer(r"at most 30 s apart", text):
+            around = text[max(0, match.start() - 300) : match.end() + 300]
+            assert "no valid token" in around and "half" in around, (doc, around)
+
+
+def test_dev_samples_show_every_kind_of_line_dev_prints() -> None:
+    """The README's and docs/emulator.md's sample output of `tokenrelay dev` show every kind of line
+    dev.py prints, in its order (runs of `try:` lines may be cut short with `...`)."""
+    printed = re.findall(
+        r"^\s+\(\s*\"(\w+)\",", (SRC / "emulator" / "dev.py").read_text(), flags=re.MULTILINE
+    )
+
+    def kinds(names: list[str]) -> list[str]:
+        return [name for i, name in enumerate(names) if i == 0 or names[i - 1] != name]
+
+    assert kinds(printed)[:2] == ["emulator", "api_url"] and printed[-1] == "ready"
+    for page in (REPO / "README.md", REPO / "docs" / "emulator.md"):
+        block = re.search(r"```\n(emulator: .*?)```", page.read_text(), flags=re.DOTALL)
+        assert block is not None, page
+        shown = [line.split(":", 1)[0] for line in block.group(1).splitlines() if line not in ("...", "…")]
+        assert kinds(shown) == kinds(printed), page
 
 
 EXEC_DOC = REPO / "docs" / "exec.md"

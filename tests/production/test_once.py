@@ -15,7 +15,7 @@ from tokenrelay.lite.jwtclaims import unverified_claims
 from tokenrelay.lite.redact import fingerprint
 from tokenrelay.testing import jti, refusal
 
-from ..support.production import Upstream, require_tool, run_args
+from ..support.production import Upstream, free_port, require_tool, run_args
 
 pytestmark = pytest.mark.e2e
 
@@ -170,3 +170,19 @@ async def test_once_reason_is_the_last_line_with_several_audiences(
     last = err.strip().splitlines()[-1]
     assert last.startswith("tokenrelay run --once: no token for audience registry.example.test")
     assert "registry audience not allowed" in last
+
+
+async def test_once_names_an_unreachable_token_service_in_the_projects_words(
+    upstream: Upstream, id_token_file: Path
+) -> None:
+    """Nothing listening at --auth-url: the sidecar's log and its last line say "cannot reach ... (connection
+    refused): check --auth-url", never aiohttp's "Cannot connect to host ... ssl:default"."""
+    url = f"http://127.0.0.1:{free_port()}"
+    nowhere = Upstream(upstream.service, url)
+    status, err = await run_once(run_args(nowhere, id_token_file, "--wait-timeout", "1"))
+    assert status == 1
+    assert (
+        f"cannot reach the token service at {url}/sts/exchange (connection refused): "
+        "check --auth-url (env TOKENRELAY_AUTH_URL)"
+    ) in err.strip().splitlines()[-1]
+    assert "ssl:default" not in err and "Cannot connect" not in err

@@ -177,6 +177,29 @@ async def test_absolute_form_naming_another_host_is_refused(proxied: Proxied) ->
     assert body_of(answer)["path"] == "/base/y?z=1"
 
 
+async def test_absolute_form_naming_another_port_of_the_upstreams_host_is_refused(
+    proxied: Proxied, raw_upstream: Callable[[Handler], Awaitable[str]]
+) -> None:
+    """Another port on the upstream's host is another service: 400 FOREIGN_TARGET, and neither it nor
+    the upstream gets the request (with the token); nor does an https URI for the plain-http upstream."""
+    reached: list[bytes] = []
+
+    async def other_service(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        reached.append(await reader.read(65536))
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+        writer.close()
+
+    other = (await raw_upstream(other_service)).encode()  # http://127.0.0.1:<another port>
+    own = proxied.echo.url.encode()
+    for target in [other + b"/x", b"http://127.0.0.1/x", own.replace(b"http:", b"https:") + b"/x"]:
+        request = b"GET " + target + b" HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+        answer = await raw(proxied.port, request)
+        assert answer.startswith(b"HTTP/1.1 400 Bad Request"), target
+        assert reason_of(body_of(answer))[1] == "FOREIGN_TARGET", target
+    assert reached == []
+    assert proxied.echo.seen == []
+
+
 async def test_malformed_request_gets_400(proxied: Proxied) -> None:
     """A request the parser rejects (here: both framings at once, a smuggling attempt) gets 400."""
     answer = await raw(

@@ -8,6 +8,7 @@ import logging
 import shutil
 import socket
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote_to_bytes
 
@@ -16,8 +17,10 @@ import httpx
 import pytest
 from h2.errors import ErrorCodes
 
+from tokenrelay.proxy.bearer import REJECT_INTERVAL
 from tokenrelay.proxy.h2_upstream import GoawayKeepsStreams
 from tokenrelay.testing import FakeClock, loopback_certificates
+from tokenrelay.tokens.sts import Issued
 
 from ..support.h2client import Answer, RawH2
 from ..support.h2server import H2Echo, H2Proxied
@@ -40,7 +43,7 @@ async def test_httpx_http2_gets_the_token_and_the_upstreams_answer(h2proxied: H2
     assert response.http_version == "HTTP/2"
     assert response.status_code == 200
     seen = response.json()
-    assert seen["token"] == "t1"
+    assert seen["tokens"] == ["t1"]  # the proxy's authorization, and only it
     assert seen["path"] == "/base/v1/things?page=2"
     assert seen["authority"] == f"127.0.0.1:{h2proxied.echo.port}"
     assert seen["size"] == 5
@@ -72,7 +75,7 @@ async def test_curl_http2_prior_knowledge(h2proxied: H2Proxied) -> None:
     assert curl.returncode == 0
     body, version = out.rsplit(b"\n", 1)
     assert version == b"2"
-    assert json.loads(body)["token"] == "t1"
+    assert json.loads(body)["tokens"] == ["t1"]
 
 
 GRPC = [(b"content-type", b"application/grpc"), (b"te", b"trailers")]
@@ -113,6 +116,65 @@ async def test_refused_token_is_refreshed_and_the_call_retried(h2proxied: H2Prox
         assert json.loads(answer.body)["token"] == "t2"
     assert h2proxied.observed.retries == 1
     assert h2proxied.tokens.fetches == 2
+
+
+@pytest.mark.parametrize("grpc", [False, True], ids=["http-401", "grpc-unauthenticated"])
+async def test_a_stream_of_refusals_forces_one_refresh_per_interval(
+    h2echo: H2Echo, start_proxy: StartProxy, grpc: bool
+) -> None:
+    """An HTTP/2 upstream refusing every token gets one forced refresh per 30 s, as on HTTP/1.1."""
+    clock = FakeClock()
+    tokens = Tokens()
+    api_url = f"http://127.0.0.1:{h2echo.port}/base"
+    proxy = await start_proxy(api_url, tokens.build(api_url), clock=clock)
+    h2echo.revoked.update(f"t{i}" for i in range(1, 100))
+    client = await RawH2.open(proxy.port)
+
+    async def refused(count: int) -> int:
+        answers = []
+        for _ in range(count):
+            sid = client.request(b"/v1/x", method=b"POST", body=FRAME, extra=GRPC if grpc else [])
+            answers.append(await client.answer(sid))
+        return sum(
+            answer.headers.get(b"grpc-status" if grpc else b":status") == (b"16" if grpc else b"401")
+            for answer in answers
+        )
+
+    assert await refused(20) == 20
+    assert tokens.fetches == 2  # the first token, and the one 401-forced refresh
+    clock.tick(REJECT_INTERVAL)
+    assert await refused(20) == 20
+    assert tokens.fetches == 3
+    await client.close()
+    assert [seen["token"] for seen in h2echo.seen[:3]] == ["t1", "t2", "t2"]
+
+
+@dataclass
+class SlowTokens(Tokens):
+    """Each exchange takes a refresh interval on the proxy's clock: the bound on forced refreshes
+    never holds a heal back, so only the stream's own once-only rule can."""
+
+    clock: FakeClock = field(default_factory=FakeClock)
+
+    async def fetch(self, audience: str) -> Issued:
+        self.clock.tick(REJECT_INTERVAL)
+        return await super().fetch(audience)
+
+
+async def test_a_call_is_healed_once_however_often_it_is_refused(
+    h2echo: H2Echo, start_proxy: StartProxy
+) -> None:
+    """A call refused again after its heal goes to the client: it is sent twice, never more."""
+    tokens = SlowTokens()
+    api_url = f"http://127.0.0.1:{h2echo.port}/base"
+    proxy = await start_proxy(api_url, tokens.build(api_url), clock=tokens.clock)
+    h2echo.revoked.update(f"t{i}" for i in range(1, 10))  # t10 would be taken
+    client = await RawH2.open(proxy.port)
+    answer = await client.answer(client.request(b"/v1/x", method=b"POST", body=FRAME))
+    await client.close()
+    assert answer.headers[b":status"] == b"401"
+    assert [seen["token"] for seen in h2echo.seen] == ["t1", "t2"]
+    assert tokens.fetches == 2
 
 
 @pytest.mark.parametrize("grpc", [False, True], ids=["http", "grpc"])
@@ -228,6 +290,32 @@ async def test_not_an_open_relay(h2proxied: H2Proxied) -> None:
     assert json.loads(answer.body)["details"][0]["reason"] == "METHOD_NOT_ALLOWED"
     await client.close()
     assert len(h2proxied.echo.seen) == 1
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status"),
+    [
+        (b"GET /admin", b"/x", 400),
+        (b"GET", b"/x HTTP/1.1", 400),
+        (b"GET", b"/x\x7f", 400),
+        (b"TRACE", b"/x", 405),
+    ],
+    ids=["method-with-a-space", "path-with-a-space", "path-with-del", "trace"],
+)
+async def test_methods_and_paths_an_http1_request_line_could_not_carry_are_refused(
+    h2proxied: H2Proxied, method: bytes, path: bytes, status: int
+) -> None:
+    """A :method that is no token, a :path that is not visible ASCII, and TRACE (which would echo the
+    token back) are refused as on HTTP/1.1: nothing reaches the upstream."""
+    client = await RawH2.open(h2proxied.proxy.port, validate=False)
+    sid = client.request(path, method=method)
+    answer = await client.answer(sid)
+    await client.close()
+    assert answer.headers[b":status"] == b"%d" % status
+    if status == 405:
+        assert answer.headers[b"allow"].startswith(b"GET,")
+        assert "echo the injected Authorization" in json.loads(answer.body)["message"]
+    assert h2proxied.echo.seen == []
 
 
 async def test_sigterm_drain_sends_goaway_and_finishes_the_stream(h2proxied: H2Proxied) -> None:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import tomllib
 from collections.abc import Callable
+from importlib import metadata
+from pathlib import Path
 
 import pytest
 from h2.config import H2Configuration
@@ -16,6 +19,7 @@ from hpack.struct import HeaderTuple, NeverIndexedHeaderTuple
 from hyperframe.frame import DataFrame, HeadersFrame, RstStreamFrame
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from packaging.requirements import Requirement
 
 from tokenrelay.proxy.h2_connection import (
     BLOCK_MEMO_ENTRIES,
@@ -30,6 +34,7 @@ from tokenrelay.proxy.h2_connection import (
     ValidationMemo,
 )
 
+ROOT = Path(__file__).resolve().parents[2]
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
 
@@ -290,3 +295,12 @@ def test_the_memos_stay_bounded_whatever_a_client_sends() -> None:
         encoder.encode([NeverIndexedHeaderTuple(name, value) for name, value in big])
         valid.check(big, REQUEST_FLAGS)
     assert (decoder._blocks, encoder._lists, valid._valid) == ({}, {}, {})
+
+
+@pytest.mark.parametrize("library", ["h2", "hpack"])
+def test_the_libraries_whose_private_methods_are_overridden_are_pinned(library: str) -> None:
+    """pyproject.toml bounds h2 and hpack above and below, and the tests above ran on a version within."""
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    (requirement,) = [Requirement(line) for line in declared if Requirement(line).name == library]
+    assert {spec.operator for spec in requirement.specifier} == {">=", "<"}
+    assert metadata.version(library) in requirement.specifier

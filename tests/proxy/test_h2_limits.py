@@ -7,10 +7,25 @@ import logging
 
 import pytest
 from h2.errors import ErrorCodes
-from hyperframe.frame import DataFrame, HeadersFrame, PingFrame, RstStreamFrame, SettingsFrame
+from h2.events import DataReceived, Event
+from h2.settings import SettingCodes, Settings
+from hyperframe.frame import (
+    DataFrame,
+    HeadersFrame,
+    PingFrame,
+    RstStreamFrame,
+    SettingsFrame,
+    WindowUpdateFrame,
+)
+
+from tokenrelay.proxy import ProxyServer
+from tokenrelay.proxy.h2_upstream import MAX_STREAMS, STREAM_WINDOW
+from tokenrelay.testing import FakeClock
 
 from ..support.h2client import RawH2
-from ..support.h2server import H2Proxied
+from ..support.h2server import H2Echo, H2Proxied
+from ..support.proxy import Observed, StartProxy, Tokens
+from ..support.waiting import eventually
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
@@ -41,7 +56,7 @@ def frame(kind: int, flags: int, sid: int, payload: bytes) -> bytes:
     return len(payload).to_bytes(3, "big") + bytes((kind, flags)) + sid.to_bytes(4, "big") + payload
 
 
-DATA, SETTINGS, RST_STREAM, PING, WINDOW_UPDATE = 0, 4, 3, 6, 8
+DATA, HEADERS, SETTINGS, RST_STREAM, PING, WINDOW_UPDATE, CONTINUATION = 0, 1, 4, 3, 6, 8, 9
 
 
 @pytest.mark.parametrize(
@@ -126,6 +141,153 @@ async def test_control_frame_floods_get_enhance_your_calm(h2proxied: H2Proxied, 
     await still_serves(h2proxied)
 
 
+async def test_window_update_flood_gets_enhance_your_calm(h2proxied: H2Proxied) -> None:
+    """Thousands of WINDOW_UPDATEs on the connection, with 100 streams open and no DATA sent to ask
+    for them: GOAWAY ENHANCE_YOUR_CALM, the streams reset at the upstream, other clients served."""
+    client = await RawH2.open(h2proxied.proxy.port)
+    for _ in range(100):
+        client.request(b"/slow")
+    await eventually(lambda: len(h2proxied.echo.seen) == 100, "the streams upstream")
+    client.write(WindowUpdateFrame(0, window_increment=1).serialize() * 5000)
+    goaway = await client.wait_closed()
+    await client.close()
+    assert goaway is not None
+    assert goaway.error_code == ErrorCodes.ENHANCE_YOUR_CALM
+    await eventually(lambda: h2proxied.echo.resets == 100, "the streams reset upstream")
+    await still_serves(h2proxied)
+
+
+class EagerReader(RawH2):
+    """A client that reopens both its windows for every DATA frame, at once."""
+
+    def _event(self, event: Event) -> None:
+        if isinstance(event, DataReceived) and event.flow_controlled_length:
+            sid = event.stream_id or 0
+            self.answers[sid].body += event.data or b""
+            if event.stream_ended is None:
+                self.h2.increment_flow_control_window(event.flow_controlled_length, sid)
+            self.h2.increment_flow_control_window(event.flow_controlled_length)
+        else:
+            super()._event(event)
+
+
+async def test_window_updates_answering_data_are_no_flood(h2proxied: H2Proxied) -> None:
+    """A client with a 1 KiB stream window that reopens it for every DATA frame (thousands of
+    WINDOW_UPDATEs a second) downloads in full: only WINDOW_UPDATEs no DATA asked for are a flood."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", h2proxied.proxy.port)
+    client = EagerReader(reader, writer, validate=True)
+    client.h2.local_settings = Settings(client=True, initial_values={SettingCodes.INITIAL_WINDOW_SIZE: 1024})
+    client.h2.initiate_connection()
+    client.flush()
+    size = 64 * 1024  # on 32 streams: 2048 DATA frames of 1 KiB, each answered by two WINDOW_UPDATEs
+    sids = [client.request(b"/download?size=%d" % size) for _ in range(32)]
+    answers = [await client.answer(sid, timeout=60) for sid in sids]
+    await client.close()
+    assert all(answer.ended and len(answer.body) == size for answer in answers)
+    assert client.goaway is None
+
+
+async def windowless_client(port: int) -> RawH2:
+    """A client whose streams open with a window of 0: it reads nothing until it says so."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    client = RawH2(reader, writer, validate=True)
+    client.h2.local_settings = Settings(client=True, initial_values={SettingCodes.INITIAL_WINDOW_SIZE: 0})
+    client.h2.initiate_connection()
+    client.flush()
+    return client
+
+
+async def test_answers_left_unread_are_bounded_per_connection(
+    h2echo: H2Echo, start_proxy: StartProxy
+) -> None:
+    """Downloads a client never opens its window for: beyond the bytes a connection may leave unread,
+    its streams are reset (ENHANCE_YOUR_CALM); the one that fits is still served once it reads."""
+    api_url = f"http://127.0.0.1:{h2echo.port}/base"
+    proxy = await start_proxy(api_url, Tokens().build(api_url), h2_buffer_bytes=STREAM_WINDOW + 1024)
+    client = await windowless_client(proxy.port)
+    size = 2 * STREAM_WINDOW  # the upstream sends STREAM_WINDOW, then waits for the proxy to hand it on
+    sids = [client.request(b"/download?size=%d" % size) for _ in range(4)]
+
+    def calmed() -> int:
+        return sum(client.answers[sid].reset == ErrorCodes.ENHANCE_YOUR_CALM for sid in sids)
+
+    await eventually(lambda: calmed() == 3, "three streams reset")
+    (kept,) = [sid for sid in sids if client.answers[sid].reset is None]
+    client.h2.increment_flow_control_window(size, kept)
+    client.h2.increment_flow_control_window(size)
+    client.flush()
+    answer = await client.answer(kept)
+    await client.close()
+    assert len(answer.body) == size
+    await eventually(lambda: h2echo.resets == 3, "the three streams reset upstream")
+
+
+async def leave_unread(port: int, h2echo: H2Echo) -> None:
+    """100 downloads never read: beyond 4 MiB the proxy resets them, the client resets the rest."""
+    greedy = await windowless_client(port)
+    sids = [greedy.request(b"/download?size=%d" % (2 * STREAM_WINDOW)) for _ in range(MAX_STREAMS)]
+    resets = h2echo.resets + MAX_STREAMS
+    await eventually(lambda: any(greedy.answers[sid].reset is not None for sid in sids), "a reset")
+    for sid in sids:
+        if greedy.answers[sid].reset is None:
+            greedy.h2.reset_stream(sid)
+    greedy.flush()
+    await eventually(lambda: h2echo.resets == resets, "every stream reset upstream")
+    await greedy.close()
+
+
+async def test_bytes_dropped_with_a_reset_stream_are_handed_back_to_the_upstream(
+    h2echo: H2Echo, start_proxy: StartProxy
+) -> None:
+    """Streams reset with answer bytes unsent hand their window back to the shared upstream connection:
+    after a whole upstream window's worth was dropped, the next client's download on it still flows."""
+    api_url = f"http://127.0.0.1:{h2echo.port}/base"
+    proxy = await start_proxy(api_url, Tokens().build(api_url))
+    for _ in range(6):  # each leaves over 5 MiB unsent: more than the upstream's window, together
+        await leave_unread(proxy.port, h2echo)
+    assert h2echo.connections == 1
+    client = await RawH2.open(proxy.port)
+    answer = await client.answer(client.request(b"/download?size=%d" % STREAM_WINDOW))
+    await client.close()
+    assert len(answer.body) == STREAM_WINDOW
+    assert h2echo.connections == 1  # on the connection whose window the dropped bytes had used
+
+
+def queued(proxy: ProxyServer) -> int:
+    """The answer bytes the proxy's HTTP/2 streams hold for their clients."""
+    streams = [stream for conn in proxy.connections for stream in getattr(conn, "streams", {}).values()]
+    return sum(len(data) for stream in streams for data in stream.to_down)
+
+
+async def test_a_stream_whose_answer_is_never_read_is_reset_after_the_timeout(
+    h2echo: H2Echo, start_proxy: StartProxy
+) -> None:
+    """Answer bytes the client takes none of for --proxy-timeout (on the proxy's clock): the stream
+    is reset, at the client (CANCEL) and at the upstream, and its bytes let go."""
+    clock = FakeClock()
+    observed = Observed()
+    api_url = f"http://127.0.0.1:{h2echo.port}/base"
+    proxy = await start_proxy(
+        api_url, Tokens().build(api_url), observer=observed, clock=clock, upstream_timeout=60.0
+    )
+    client = await windowless_client(proxy.port)
+    sid = client.request(b"/download?size=%d" % (4 * STREAM_WINDOW))
+    # precondition, inside the proxy: the upstream's first STREAM_WINDOW bytes wait there
+    await eventually(lambda: queued(proxy) == STREAM_WINDOW, "the answer's bytes in the proxy")
+    proxy.check_timeouts()
+    clock.tick(60.0)
+    proxy.check_timeouts()
+    assert observed.codes == []  # the stream is still open
+    clock.tick(1.0)
+    proxy.check_timeouts()
+    assert observed.codes == [200]
+    answer = await client.answer(sid)
+    await client.close()
+    assert answer.reset == ErrorCodes.CANCEL
+    assert answer.body == b""
+    await eventually(lambda: h2echo.resets == 1, "the stream reset upstream")
+
+
 async def test_rapid_reset_gets_enhance_your_calm(h2proxied: H2Proxied) -> None:
     """CVE-2023-44487: streams opened and reset at once, by the thousand: GOAWAY; the upstream is spared."""
     client = await RawH2.open(h2proxied.proxy.port)
@@ -159,6 +321,25 @@ async def test_hpack_bomb_is_refused(h2proxied: H2Proxied) -> None:
     frame.flags.add("END_HEADERS")
     frame.flags.add("END_STREAM")
     client.write(frame.serialize())
+    goaway = await client.wait_closed()
+    await client.close()
+    assert goaway is not None
+    assert goaway.error_code == ErrorCodes.ENHANCE_YOUR_CALM
+    assert h2proxied.echo.seen == []
+    await still_serves(h2proxied)
+
+
+async def test_an_unfinished_header_block_is_bounded(h2proxied: H2Proxied) -> None:
+    """HEADERS without END_HEADERS, then CONTINUATION frames past the 32 KiB header limit: GOAWAY
+    ENHANCE_YOUR_CALM, instead of holding up to a MiB per connection until the block ends."""
+    client = await RawH2.open(h2proxied.proxy.port, validate=False)
+    while client.h2.remote_settings.max_concurrent_streams != 100:  # acknowledged: no frame comes between
+        client.changed.clear()
+        await asyncio.wait_for(client.changed.wait(), 10)
+    block = client.h2.encoder.encode(
+        [(b":method", b"GET"), (b":scheme", b"http"), (b":authority", b"p"), (b":path", b"/x")]
+    )
+    client.write(frame(HEADERS, 0, 1, block) + frame(CONTINUATION, 0, 1, b"\x00" * 16384) * 3)
     goaway = await client.wait_closed()
     await client.close()
     assert goaway is not None

@@ -47,9 +47,11 @@ T = TypeVar("T")
 class Fetches:
     """The helpers' token source and direct exchange, recording each audience asked for."""
 
-    def __init__(self) -> None:
+    def __init__(self, service_account_token: str | None = None) -> None:
         self.audiences: list[str] = []
         self.exchanged: list[tuple[str, str]] = []  # (audience, identity)
+        # the kubelet request's own token, when the test knows it (else the suite's SA_TOKEN)
+        self.service_account_token = service_account_token
 
     def fetch(self, audience: str) -> Credential:
         self.audiences.append(audience)
@@ -58,7 +60,8 @@ class Fetches:
     def exchange(
         self, *, auth_url: str, audience: str, identity: str, id_token: str, timeout: float
     ) -> tuple[str, float | None]:
-        assert id_token.strip() and id_token in SA_TOKEN  # only ever the request's own token
+        own = SA_TOKEN if self.service_account_token is None else self.service_account_token.strip()
+        assert id_token.strip() and id_token == own  # only ever the request's own token
         self.exchanged.append((audience, identity))
         return EXCHANGED, None
 
@@ -298,13 +301,23 @@ kubelet_inputs = mostly(
 GO_DURATION = re.compile(r"^(\d+h\d+m\d+s|\d+m\d+s|\d+s)$")
 
 
+def _service_account_token(raw: bytes, errors: str) -> str | None:
+    """The ``serviceAccountToken`` a request carries, if it parses as one."""
+    try:
+        request = json.loads(raw.decode("utf-8", errors))
+    except (ValueError, RecursionError):
+        return None
+    token = request.get("serviceAccountToken") if isinstance(request, dict) else None
+    return token if isinstance(token, str) else None
+
+
 @FUZZ
 @given(raw=kubelet_inputs, errors=errors_modes, hosts=st.sampled_from([ENV["TOKENRELAY_HOSTS"], ""]))
 def test_kubelet_provider_answers_or_says_why(raw: bytes, errors: str, hosts: str) -> None:
     """A CredentialProviderRequest gets a response naming the image's registry (the token only when it
     is configured; the exchanged one when the pod's service-account token came along), anything else
     one ``tokenrelay:`` line on stderr and exit 1, with neither token nor service-account token in it."""
-    fetches = Fetches()
+    fetches = Fetches(_service_account_token(raw, errors))
     out, err = io.StringIO(), io.StringIO()
     env = dict(ENV, TOKENRELAY_HOSTS=hosts)
     status = kubelet.handle(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
 import shutil
 import socket
@@ -16,6 +17,7 @@ from tokenrelay.config import Settings
 from tokenrelay.lite import aip193
 from tokenrelay.lite import socketclient as client
 from tokenrelay.lite.socketclient import LocalApiError
+from tokenrelay.sidecar import peercred
 from tokenrelay.sidecar.localapi import SocketServer
 from tokenrelay.sidecar.peercred import Peer, Policy
 
@@ -67,6 +69,23 @@ async def test_unlisted_uid_gets_403_with_aip193_body(serve_socket: ServeSocket)
     assert caught.value.reason == "PEER_NOT_ALLOWED"
     assert "--socket-allow-uid" in str(caught.value)
     assert "TOKENRELAY_SOCKET_ALLOW_GID" in str(caught.value)
+
+
+async def test_a_peer_whose_credentials_cannot_be_read_is_refused(
+    serve_socket: ServeSocket, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When the kernel's word on the peer cannot be read (SO_PEERCRED fails), the peer is refused with
+    403 PEER_NOT_ALLOWED, not admitted: the same client was served while its credentials were readable."""
+    path = await serve_socket(socket_allow_uid=(os.getuid(),))
+    assert (await fetch(path)).audience == "https://api.example"
+
+    def unreadable(sock: socket.socket) -> Peer:
+        raise OSError(errno.ENOTCONN, "Transport endpoint is not connected")
+
+    monkeypatch.setattr(peercred, "peer_of", unreadable)
+    with pytest.raises(LocalApiError) as caught:
+        await fetch(path)
+    assert (caught.value.status, caught.value.reason) == (403, "PEER_NOT_ALLOWED")
 
 
 async def test_refusal_comes_before_the_request_is_parsed(serve_socket: ServeSocket) -> None:

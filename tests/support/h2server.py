@@ -36,6 +36,7 @@ class H2Echo:
     revoked: set[str] = field(default_factory=set)
     gate: asyncio.Event = field(default_factory=asyncio.Event)
     resets: int = 0  # streams the proxy reset
+    downloaded: int = 0  # bytes sent in answer to /base/download, on every stream
     connections: int = 0  # connections accepted
     port: int = 0
     http1_port: int = 0  # when set, connections that are not HTTP/2 are spliced to this port
@@ -152,15 +153,17 @@ class _Conn(asyncio.Protocol):
     async def answer(self, sid: int) -> None:
         headers, body = self.requests.pop(sid)
         fields = dict(headers)
-        auth = fields.get(b"authorization", b"").decode()
-        token = jti(auth.removeprefix("Bearer ")) if auth.startswith("Bearer ey") else auth
+        # every value: a client's own authorization forwarded beside the proxy's must show
+        tokens = [_token(value.decode()) for name, value in headers if name == b"authorization"]
+        token = tokens[-1] if tokens else ""
         path = fields[b":path"].decode()
         seen = {
             "method": fields[b":method"].decode(),
             "path": path,
             "authority": fields[b":authority"].decode(),
             "scheme": fields[b":scheme"].decode(),
-            "token": token,
+            "token": token,  # the last authorization value: "tokens" has them all
+            "tokens": tokens,
             "headers": [[k.decode(), v.decode()] for k, v in headers if k != b"authorization"],
             "size": self.sizes.pop(sid),
         }
@@ -214,12 +217,20 @@ class _Conn(asyncio.Protocol):
                     continue
                 self.h2.send_data(sid, block[:room])
                 size -= room
+                self.echo.downloaded += room
                 self.flush()
                 await self.writable.wait()
             self.h2.end_stream(sid)
             self.flush()
         finally:
             del self.windows[sid]
+
+
+def _token(authorization: str) -> str:
+    """A token's jti (t1, t2, ...), or the value as it came when it is no token of the scripted exchange."""
+    if authorization.startswith("Bearer ey"):
+        return jti(authorization.removeprefix("Bearer "))
+    return authorization
 
 
 @dataclass

@@ -8,7 +8,10 @@ import base64
 import copy
 import json
 import shutil
+import signal
+import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -144,3 +147,57 @@ def cli() -> str:
     found = str(path) if path.exists() else shutil.which("tokenrelay")
     assert found, "tokenrelay is not installed: pip install -e ."
     return found
+
+
+def render(kustomization: Path) -> list[dict[str, Any]]:
+    """The documents ``kubectl kustomize`` renders from ``kustomization`` (relative to the repository)."""
+    import os
+
+    import pytest
+
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        if os.environ.get("CI"):
+            pytest.fail("kubectl is not installed, and CI is set")
+        pytest.skip("kubectl is not installed")
+    out = subprocess.run(
+        [kubectl, "kustomize", str(REPO / kustomization)], check=True, capture_output=True, text=True
+    ).stdout
+    return [d for d in yaml.safe_load_all(out) if d]
+
+
+@dataclass
+class RunningWebhook:
+    """A ``tokenrelay webhook`` process and its JSON log records up to the point it served."""
+
+    process: subprocess.Popen[str]
+    records: list[dict[str, Any]]
+
+    def listen(self, message: str) -> str:
+        """The ``listen`` address of the log record ``message`` (``webhook serving``, ``metrics serving``)."""
+        return str(next(r["listen"] for r in self.records if r["msg"] == message))
+
+    def stop(self) -> int:
+        """SIGTERM, then the exit status."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        status = self.process.wait(30)
+        assert self.process.stderr is not None
+        self.process.stderr.close()
+        return status
+
+
+def start_webhook(tls_dir: Path, *args: str, env: dict[str, str]) -> RunningWebhook:
+    """``tokenrelay webhook`` on loopback (INJECTOR's settings, namespace tokenrelay-system), as a user
+    runs it; returns once it serves both its listeners."""
+    command = [cli(), "webhook", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"]
+    command += ["--tls-dir", str(tls_dir), "--namespace", "tokenrelay-system", "--shutdown-delay", "0"]
+    command += ["--auth-url", INJECTOR.auth_url, "--api-url", INJECTOR.api_url, "--image", INJECTOR.image]
+    process = subprocess.Popen([*command, *args], stderr=subprocess.PIPE, text=True, env=env)
+    assert process.stderr is not None
+    running = RunningWebhook(process, [])
+    for line in process.stderr:
+        running.records.append(json.loads(line))
+        if {"webhook serving", "metrics serving"} <= {r["msg"] for r in running.records}:
+            return running
+    raise AssertionError(f"tokenrelay webhook exited {process.wait()} before serving: {running.records}")

@@ -1,4 +1,6 @@
-"""A fake Kubernetes API server on loopback: the few endpoints ``tokenrelay webhook`` calls.
+"""A fake Kubernetes API server on loopback: the few endpoints ``tokenrelay webhook`` calls, kept only
+for what the real one (tests/support/k8s.py) cannot show: faults (``fail``, ``race``) and a version
+other than its own.
 
 GET/PUT of one Secret (PUT honours ``metadata.resourceVersion``: a stale one gets 409 Conflict, as
 from the real API server), GET/PATCH (RFC 6902 JSON patch) of MutatingWebhookConfigurations, and
@@ -34,8 +36,7 @@ def configuration() -> dict[str, Any]:
         "kind": "MutatingWebhookConfiguration",
         "metadata": {"name": CONFIGURATION, "resourceVersion": "1"},
         "webhooks": [
-            # a field no schema has yet: a JSON patch of caBundle must leave it there
-            {**hook, "name": "namespace.inject.tokenrelay.dev", "futureField": {"keep": True}},
+            {**hook, "name": "namespace.inject.tokenrelay.dev"},
             {**hook, "name": "pod.inject.tokenrelay.dev"},
         ],
     }

@@ -18,6 +18,7 @@ from ..lite.jwtclaims import numeric_claim, unverified_claims
 from ..lite.redact import fingerprint, scrub
 from ..lite.stsanswer import http_date
 from ..lite.timestamps import format_timestamp
+from ..lite.unreachable import unreachable_text
 from ..tokens import sts
 from .oidc import OidcToken, expected_audience
 from .report import Check, failed, passed, skipped, warning
@@ -67,11 +68,14 @@ async def reach(
             ),
         ]
     except (aiohttp.ClientError, TimeoutError) as exc:
-        why = "no answer within --exchange-timeout" if isinstance(exc, TimeoutError) else scrub(str(exc))
+        if isinstance(exc, TimeoutError):
+            message = f"the token service at {url} did not answer within --exchange-timeout"
+        else:
+            message = unreachable_text(url, exc)
         return [
             failed(
                 "service.reach",
-                f"cannot reach the token service at {url}: {why}",
+                message,
                 "check --auth-url (env TOKENRELAY_AUTH_URL), DNS, egress rules and proxy variables "
                 "(HTTPS_PROXY is honoured)",
             )

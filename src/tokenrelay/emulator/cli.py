@@ -122,8 +122,11 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event | None = None) -> 
             for role, identity in seeded.identities.items():
                 _say(f"seed {role} identity: {identity.uid} (subject {identity.subject})")
             owner = seeded.identities["owner"]
+            from .commandpaths import scripts_dir, tokenrelay
+
+            mint = f"{tokenrelay(scripts_dir())} emulate mint --url {url} --sub {owner.subject}"
             _say(
-                f"try: tokenrelay emulate mint --url {url} --sub {owner.subject} > oidc-token && "
+                f"try: {mint} > oidc-token && "
                 f'curl -s -H "Authorization: Bearer $(cat oidc-token)" '
                 f"'{url}/sts/exchange?aud={url}&identity={owner.uid}'"
             )

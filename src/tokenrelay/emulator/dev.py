@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING
 from ..config import Settings
 from ..lite.netloc import is_loopback, parse_hostport
 from ..sidecar.listening import bind_error
+from . import commandpaths
+from .commandpaths import installed, scripts_dir, sh
 
 if TYPE_CHECKING:
     from . import Emulator
@@ -131,6 +133,14 @@ async def main(args: argparse.Namespace, stop: asyncio.Event | None = None) -> i
         proxy = f"http://{proxy_host}:{proxy_port}"
         host = url.removeprefix("http://")
         docker_config = write_docker_config(workdir / "docker", host)
+        scripts = scripts_dir()
+        tokenrelay = commandpaths.tokenrelay(scripts)
+        grpcurl = commandpaths.grpcurl(scripts)
+        helper = (
+            installed("docker-credential-tokenrelay", scripts) or scripts / "docker-credential-tokenrelay"
+        )
+        sidecar = f"TOKENRELAY_SOCKET={sh(settings.socket)}"
+        hosts = f"TOKENRELAY_HOSTS={host}={url}"
         # Announced only once everything listens: a port already taken fails before any line.
         lines = [
             ("emulator", url),
@@ -142,19 +152,20 @@ async def main(args: argparse.Namespace, stop: asyncio.Event | None = None) -> i
             ("id_token_file", settings.id_token_file),
             ("socket", settings.socket),
             ("proxy", proxy),
+            # Each line works as printed in a fresh shell, the venv's bin/ not on PATH: commands by
+            # their absolute path; podman looks its credential helper up on PATH, so the line sets it.
             ("try", f"curl {proxy}/iam/v2beta1/groups"),
             # gRPC through the same proxy port (server reflection: no proto files needed)
-            ("try", f"grpcurl -plaintext {proxy.removeprefix('http://')} iam.v2beta1.Groups/ListGroups"),
-            ("try", f"TOKENRELAY_SOCKET={settings.socket} tokenrelay token"),
             (
                 "try",
-                f"echo {host} | TOKENRELAY_SOCKET={settings.socket} TOKENRELAY_HOSTS={host}={url} "
-                "docker-credential-tokenrelay get",
+                f"{grpcurl} -plaintext {proxy_host}:{proxy_port} iam.v2beta1.Groups/ListGroups",
             ),
+            ("try", f"{sidecar} {tokenrelay} token"),
+            ("try", f"echo {host} | {sidecar} {hosts} {sh(helper)} get"),
             (
                 "try",
-                f"DOCKER_CONFIG={docker_config} TOKENRELAY_SOCKET={settings.socket} "
-                f"TOKENRELAY_HOSTS={host}={url} podman pull --tls-verify=false {host}/{org.name}/{image}",
+                f"PATH={sh(helper.parent)}:$PATH DOCKER_CONFIG={sh(docker_config)} {sidecar} {hosts} "
+                f"podman pull --tls-verify=false {host}/{org.name}/{image}",
             ),
             ("ready", "Ctrl-C to stop"),
         ]

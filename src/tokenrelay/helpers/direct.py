@@ -151,6 +151,7 @@ def exchange_token(
 
     from ..errors import ExchangeError
     from ..lite import stsanswer
+    from ..lite.unreachable import unreachable
 
     url = auth_url + "/sts/exchange"
     request = urllib.request.Request(  # noqa: S310 - auth_url_from() allows only http(s)
@@ -179,8 +180,11 @@ def exchange_token(
     except ExchangeError as exc:
         raise CredentialError(str(exc)) from None
     except urllib.error.URLError as exc:
-        reason = exc.reason.strerror if isinstance(exc.reason, OSError) else exc.reason
-        raise CredentialError(f"cannot reach the token service at {url}: {reason}") from None
+        if isinstance(exc.reason, TimeoutError):
+            raise CredentialError(
+                f"the token service at {url} did not answer within {timeout:g}s ({TIMEOUT_ENV})"
+            ) from None
+        raise CredentialError(str(unreachable(url, exc, AUTH_URL_ENV))) from None
     except TimeoutError:
         raise CredentialError(
             f"the token service at {url} did not answer within {timeout:g}s ({TIMEOUT_ENV})"

@@ -45,16 +45,19 @@ def answer(
         raise BadReview("the AdmissionReview has no request.uid")
     response: dict[str, Any] = {"uid": request["uid"], "allowed": True}
     out = {"apiVersion": API_VERSION, "kind": "AdmissionReview", "response": response}
-    kind = request.get("kind") or {}
-    pod = request.get("object")
+    kind = _typed(request, "kind", Mapping, "request.kind") or {}
+    pod = _typed(request, "object", Mapping, "request.object")
+    metadata = _typed(pod or {}, "metadata", Mapping, "request.object.metadata") or {}
+    for key in ("name", "generateName", "namespace"):
+        _typed(metadata, key, str, f"request.object.metadata.{key}")
     if (
         kind.get("kind") != "Pod"
         or request.get("operation") != "CREATE"
         or request.get("subResource")
-        or not isinstance(pod, Mapping)
+        or pod is None
     ):
         return out, IGNORED
-    namespace = request.get("namespace") or (pod.get("metadata") or {}).get("namespace") or ""
+    namespace = _typed(request, "namespace", str, "request.namespace") or metadata.get("namespace") or ""
     if namespace in excluded:
         return out, EXCLUDED
     try:
@@ -73,6 +76,34 @@ def answer(
     response["patchType"] = "JSONPatch"
     response["patch"] = base64.b64encode(json.dumps(result.ops, separators=(",", ":")).encode()).decode()
     return out, INJECTED
+
+
+def _typed(parent: Mapping[str, Any], key: str, kind: type, where: str) -> Any:
+    """``parent[key]``, None when absent or null; a value of another type than ``kind`` is a BadReview
+    (the API server never sends one, so the sender is not an API server: answered 400, not 500)."""
+    value = parent.get(key)
+    if value is not None and not isinstance(value, kind):
+        raise BadReview(f"{where} is {_json_type(value)}, not {_JSON_TYPES[kind]}")
+    return value
+
+
+_JSON_TYPES: dict[type, str] = {Mapping: "an object", str: "a string"}
+
+
+def _json_type(value: object) -> str:
+    for kind, name in ((bool, "a boolean"), (int, "a number"), (float, "a number"), (list, "an array")):
+        if isinstance(value, kind):
+            return name
+    return _JSON_TYPES[Mapping] if isinstance(value, Mapping) else _JSON_TYPES[str]
+
+
+def pod_name(review: Mapping[str, Any]) -> str | None:
+    """The name of the pod of an AdmissionReview that ``answer`` accepted (its generateName when the
+    API server has not named it yet), for the log line."""
+    request = review["request"]
+    metadata: Mapping[str, Any] = (request.get("object") or {}).get("metadata") or {}
+    name: str | None = request.get("name") or metadata.get("name") or metadata.get("generateName")
+    return name
 
 
 def _internal(exc: Exception) -> str:

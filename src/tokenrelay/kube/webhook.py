@@ -188,7 +188,7 @@ class Webhook:
         try:
             review = json.loads(await request.read())
             body, result = admission.answer(review, self.config.injector, self.config.excluded)
-        except (ValueError, admission.BadReview) as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: JSON nested too deep to decode
             self.metrics.admissions.labels(result="invalid").inc()
             return web.json_response({"error": f"not an AdmissionReview v1: {exc}"}, status=400)
         self.metrics.admissions.labels(result=result).inc()
@@ -199,8 +199,7 @@ class Webhook:
             extra={
                 "result": result,
                 "namespace": request_.get("namespace"),
-                "pod": request_.get("name")
-                or (request_.get("object") or {}).get("metadata", {}).get("generateName"),
+                "pod": admission.pod_name(review),
                 "uid": request_.get("uid"),
                 **({"reason": body["response"]["status"]["message"]} if result == admission.REFUSED else {}),
             },

@@ -10,6 +10,7 @@ from http import HTTPStatus
 
 from ..lite import aip193
 from ..lite.aip193 import Code
+from .methods import ALLOW
 
 CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 
@@ -48,21 +49,15 @@ def upstream_timeout(seconds: float, *, close: bool) -> bytes:
     )
 
 
-_REFUSAL_REASONS = {
-    "CONNECT": "tokenrelay's proxy only forwards requests to its --api-url",
-    "TRACE": "it would echo the injected Authorization header back to the client",
-}
-
-
-def method_not_allowed(method: str) -> bytes:
-    """The refusal of CONNECT or TRACE."""
+def method_not_allowed(message: str) -> bytes:
+    """The refusal of CONNECT or TRACE (methods.refusal says why)."""
     return error(
         405,
         Code.UNIMPLEMENTED,
-        f"{method} is refused: {_REFUSAL_REASONS[method]}",
+        message,
         "METHOD_NOT_ALLOWED",
         close=True,
-        extra=b"Allow: GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS\r\n",
+        extra=b"Allow: " + ALLOW + b"\r\n",
     )
 
 

@@ -27,7 +27,7 @@ import httptools
 
 from ..errors import TokenUnavailable
 from ..tokens.token import Token
-from . import answers, headers
+from . import answers, headers, methods
 from .context import ProxyContext
 from .flow import PENDING_FULL, QUEUED, STOPPED, UPGRADING, UPSTREAM_FULL, ReadFlow
 from .limits import Limits
@@ -40,12 +40,6 @@ H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"  # RFC 9113 §3.4: an HTTP/2 cl
 REPLAY_LIMIT = 64 * 1024  # the bound for a replayable body
 PENDING_LIMIT = 256 * 1024
 LINGER_SECONDS = 2.0  # after refusing a request mid-way, how long its remaining bytes are read and dropped
-
-
-# Methods a proxy may send again after a failure (RFC 9110 §9.2.2); others may have been processed.
-_IDEMPOTENT = frozenset({b"GET", b"HEAD", b"PUT", b"DELETE", b"OPTIONS"})
-# CONNECT would make the proxy a tunnel elsewhere; TRACE echoes the request, injected token included.
-_REFUSED_METHODS = frozenset({b"CONNECT", b"TRACE"})
 
 
 class Stage(enum.Enum):
@@ -312,11 +306,11 @@ class ClientConnection(asyncio.Protocol):
         request.keep_alive = parser.should_keep_alive()
         request.http11 = parser.get_http_version() == "1.1"
         upstream = self._context.target
-        refused = method in _REFUSED_METHODS
-        target = upstream.target(self._url) if not refused else None
+        refused = methods.refusal(method)  # the parser has refused non-tokens: a 405 here
+        target = upstream.target(self._url) if refused is None else None
         if target is None:
             request.refusal = (
-                answers.method_not_allowed(method.decode()) if refused else answers.foreign_target()
+                answers.method_not_allowed(refused.message) if refused else answers.foreign_target()
             )
             request.stage = _RECEIVED
             self._enqueue(request)
@@ -324,7 +318,7 @@ class ClientConnection(asyncio.Protocol):
         head = headers.request(self._headers)
         self._headers = []
         request.head_only = method == b"HEAD"
-        request.idempotent = method in _IDEMPOTENT
+        request.idempotent = method in methods.IDEMPOTENT
         request.chunked = head.chunked
         request.expect_continue = head.expect_continue
         parts = [method, b" ", target, b" HTTP/1.1\r\n", upstream.host_header, head.lines]

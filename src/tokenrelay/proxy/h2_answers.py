@@ -13,6 +13,7 @@ from typing import NamedTuple
 from ..lite import aip193
 from ..lite.aip193 import Code
 from ..lite.redact import scrub
+from .methods import ALLOW
 
 Headers = list[tuple[bytes, bytes]]
 
@@ -89,9 +90,10 @@ def upstream_timeout(grpc: bool, seconds: float) -> Answer:
     return error(grpc, 504, Code.DEADLINE_EXCEEDED, message, "UPSTREAM_TIMEOUT")
 
 
-def method_not_allowed(grpc: bool) -> Answer:
-    message = "CONNECT is refused: tokenrelay's proxy only forwards requests to its --api-url"
-    return error(grpc, 405, Code.UNIMPLEMENTED, message, "METHOD_NOT_ALLOWED")
+def method_not_allowed(grpc: bool, message: str) -> Answer:
+    """The refusal of CONNECT or TRACE (methods.refusal says why)."""
+    answer = error(grpc, 405, Code.UNIMPLEMENTED, message, "METHOD_NOT_ALLOWED")
+    return answer if grpc else answer._replace(headers=[*answer.headers, (b"allow", ALLOW)])
 
 
 def bad_request(grpc: bool, message: str) -> Answer:

@@ -4,9 +4,12 @@ A gRPC client sends the same header block on every call, and a server answers ev
 same headers and trailers: ``BlockMemo`` and ``HeaderMemo`` remember what a block decodes to and what
 a header list encodes to, for as long as the HPACK table they depend on has not changed
 (``CountingTable``); they use only hpack's public methods. ``RelayConnection`` and
-``UpstreamDecoder`` override one private method each with the library's own code (h2 4.1 to 4.4,
-hpack 4.x), changed only where their docstrings say. tests/proxy/test_h2_connection.py checks all
-of them against the originals.
+``UpstreamDecoder`` override one private method each with the library's own code, changed only
+where their docstrings say, and ``RelayConnection.unfinished_block`` reads h2's frame buffer.
+tests/proxy/test_h2_connection.py checks them against the originals, for the versions
+pyproject.toml pins (h2 4.4, hpack 4.0 to 4.2): pinned rather than falling back to h2's own classes
+on other versions, because a fallback would be a second code path that no test runs, and would lose
+the CPU these classes save without anyone noticing.
 """
 
 from __future__ import annotations
@@ -199,6 +202,12 @@ class RelayConnection(H2Connection):
         # before any frame: h2 adjusts them as SETTINGS arrive, never replaces them
         self.encoder = HeaderMemo()
         self.decoder = decoder(self.decoder.max_header_list_size)
+
+    def unfinished_block(self) -> int:
+        """The bytes of a header block still waiting for its END_HEADERS (h2 holds up to 64 frames of
+        it, a MiB at the default frame size, before it refuses one)."""
+        held = self.incoming_buffer._headers_buffer
+        return sum(len(frame.data) for frame in held) if held else 0
 
     def _receive_frame(self, frame: Frame) -> list[Event]:
         events: list[Event]

@@ -2,13 +2,14 @@
 
 client.py hands the transport over when a connection's first bytes are the HTTP/2 client preface.
 Every stream is relayed to the one upstream (h2_stream.py) with the current token; ``:authority``
-and ``:scheme`` are the upstream's, whatever the client sent, and CONNECT is refused.
+and ``:scheme`` are the upstream's, whatever the client sent; methods.py decides which methods
+are refused (as on HTTP/1.1), target.py which ``:path`` is.
 
 The limits of a server facing the internet (values in docs/proxy.md): at most MAX_STREAMS streams at
 once and a header list of at most Limits.header_bytes (HPACK bombs end at the decoder); per second, at
-most FLOOD_LIMIT control frames (SETTINGS, PING, their ACKs, PRIORITY, empty DATA, unknown types) and
-RESET_LIMIT streams reset by the client (rapid reset, CVE-2023-44487): beyond either, GOAWAY
-ENHANCE_YOUR_CALM.
+most FLOOD_LIMIT control frames (SETTINGS, PING, their ACKs, PRIORITY, empty DATA, unknown types,
+and WINDOW_UPDATEs beyond two for each DATA frame sent) and RESET_LIMIT streams reset by the client
+(rapid reset, CVE-2023-44487): beyond either, GOAWAY ENHANCE_YOUR_CALM.
 While the client does not read its answers, the proxy stops reading from it, so the replies to its
 control frames cannot pile up either.
 """
@@ -44,7 +45,7 @@ from h2.settings import SettingCodes, Settings
 from hyperframe.frame import GoAwayFrame
 
 from ..errors import TokenUnavailable
-from . import h2_answers
+from . import h2_answers, methods
 from .h2_answers import Headers
 from .h2_connection import REQUEST_FLAGS, TRAILER_FLAGS, RelayConnection, ValidationMemo
 from .h2_relay import H2Relay
@@ -130,7 +131,10 @@ class H2Client(asyncio.Protocol):
         self.draining = False  # GOAWAY sent: finish the streams in flight, refuse new ones
         self.last_sid = 0
         self.idle_since = self.clock()
-        self.frames = 0  # control frames since the last sweep
+        self.frames = 0  # control frames and WINDOW_UPDATEs since the last sweep
+        self.data_frames = 0  # DATA frames sent since the last sweep that a WINDOW_UPDATE may answer
+        self.windowless: dict[int, Stream] = {}  # streams waiting for the client's window
+        self.buffered = 0  # answer bytes queued in its streams, bounded by limits.h2_buffer_bytes
         self.resets = 0  # streams the client reset since the last sweep
         self.dirty = False
 
@@ -160,8 +164,11 @@ class H2Client(asyncio.Protocol):
             self._close()
             self.relay.flusher.run()
             return
-        if self.frames > FLOOD_LIMIT or self.resets > RESET_LIMIT:
-            self._calm("control frame flood" if self.frames > FLOOD_LIMIT else "rapid reset")
+        flood = self._flooding()
+        if flood or self.resets > RESET_LIMIT:
+            self._calm("control frame flood" if flood else "rapid reset")
+        elif self.h2.unfinished_block() > self.limits.header_bytes:
+            self._calm("header block larger than the header list limit")  # HEADERS + CONTINUATIONs
         self.mark()
         self.relay.flusher.run()
 
@@ -214,6 +221,8 @@ class H2Client(asyncio.Protocol):
 
     def stream_done(self, stream: Stream, code: int) -> None:
         self.streams.pop(stream.sid, None)
+        if stream.windowless:
+            del self.windowless[stream.sid]
         grpc_status = stream.grpc_status
         if grpc_status is None and stream.grpc and code == 499:
             grpc_status = 1  # CANCELLED: the client went away
@@ -257,7 +266,7 @@ class H2Client(asyncio.Protocol):
     # -- what the server calls ----------------------------------------------------------------------------
 
     def sweep(self, now: float) -> None:
-        self.frames = self.resets = 0
+        self.frames = self.resets = self.data_frames = 0
         if self.closed:
             return
         timeout = self.limits.upstream_timeout
@@ -310,12 +319,18 @@ class H2Client(asyncio.Protocol):
             if stream is not None:
                 stream.client_end()
         elif isinstance(event, WindowUpdated):
+            self.frames += 1
             if event.stream_id:
                 stream = self.streams.get(event.stream_id)
                 if stream is not None:
                     stream.pump_down()
-            else:
-                for stream in list(self.streams.values()):
+            elif self.windowless and not self._flooding():
+                # only the streams waiting for window, and only while there is some: a flood of
+                # WINDOW_UPDATEs must not walk every open stream each time
+                h2 = self.h2
+                for stream in list(self.windowless.values()):
+                    if h2.outbound_flow_control_window <= 0:
+                        break
                     stream.pump_down()
         elif isinstance(event, TrailersReceived):
             stream = self.streams.get(event.stream_id or 0)
@@ -361,15 +376,21 @@ class H2Client(asyncio.Protocol):
         stream.complete = ended
         self.streams[sid] = stream
         grpc = stream.grpc
-        if method == b"CONNECT":
-            stream.answer(h2_answers.method_not_allowed(grpc))
+        refused = methods.refusal(method)
+        if refused is not None:
+            if refused.status == 405:
+                stream.answer(h2_answers.method_not_allowed(grpc, refused.message))
+            else:
+                stream.answer(h2_answers.bad_request(grpc, refused.message))
             return
-        if path[:1] != b"/":
+        relay = self.relay
+        target = relay.target.origin(path)
+        if target is None:
             stream.answer(
                 h2_answers.bad_request(
                     grpc,
-                    "the :path names no origin-form target: tokenrelay's proxy only forwards to its "
-                    "--api-url; send paths such as /v1/things",
+                    "the :path is no origin-form target (a path of visible ASCII): tokenrelay's proxy "
+                    "only forwards to its --api-url; send paths such as /v1/things",
                 )
             )
             return
@@ -377,12 +398,11 @@ class H2Client(asyncio.Protocol):
             message = f"more than {self.limits.header_count} request header fields"
             stream.answer(h2_answers.headers_too_large(grpc, message))
             return
-        relay = self.relay
         stream.headers = [
             (b":method", method),
             (b":scheme", relay.scheme),
             (b":authority", relay.authority),
-            (b":path", relay.base_path + path),
+            (b":path", target),
             *kept,
         ]
         held = self.server.bearer.current()
@@ -405,6 +425,11 @@ class H2Client(asyncio.Protocol):
         data = self.h2.data_to_send()
         if data and self.transport is not None and not self.closed:
             self.transport.write(data)
+
+    def _flooding(self) -> bool:
+        """More control frames since the last sweep than allowed; a client may send up to two
+        WINDOW_UPDATEs (stream and connection) for each DATA frame it got, on top."""
+        return self.frames > FLOOD_LIMIT + 2 * self.data_frames
 
     def _calm(self, what: str) -> None:
         log.warning("HTTP/2 client refused", extra={"error": what})

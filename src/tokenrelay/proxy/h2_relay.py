@@ -25,7 +25,7 @@ class H2Relay:
         )
         self.scheme = b"https" if upstream.ssl is not None else b"http"
         self.authority = upstream.host_header[len(b"Host: ") : -2]
-        self.base_path = upstream.base_path
+        self.target = upstream
 
     def close(self) -> None:
         self.pool.close()

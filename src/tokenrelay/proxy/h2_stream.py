@@ -6,7 +6,8 @@ only once they have gone on. Memory per stream is thereby bounded by the windows
 
 Up to REPLAY_LIMIT bytes of the request body are kept so that the request can be sent again: once,
 with a refreshed token, when the upstream answers 401 or a trailers-only ``grpc-status: 16`` before
-anything went to the client; or when the upstream refused the stream unprocessed (GOAWAY, REFUSED_STREAM).
+anything went to the client (at most one forced refresh per interval, as on HTTP/1.1: bearer.py);
+or when the upstream refused the stream unprocessed (GOAWAY, REFUSED_STREAM).
 """
 
 from __future__ import annotations
@@ -27,11 +28,14 @@ from .h2_answers import Answer, Headers
 if TYPE_CHECKING:
     from h2.connection import H2Connection
 
+    from .bearer import Bearer
+    from .limits import Limits
     from .observer import ProxyObserver
 
 
-class _Observed(Protocol):
+class _Server(Protocol):
     observer: ProxyObserver
+    bearer: Bearer
 
 
 class DownSide(Protocol):
@@ -43,9 +47,13 @@ class DownSide(Protocol):
     paused: bool
     closed: bool
     clock: Callable[[], float]
+    limits: Limits
+    buffered: int  # bytes in the to_down queues of all its streams
+    windowless: dict[int, Stream]  # streams with answer bytes waiting for the client's window
+    data_frames: int  # DATA frames that earn the client WINDOW_UPDATEs, since the last sweep
 
     @property
-    def server(self) -> _Observed: ...
+    def server(self) -> _Server: ...
 
     def send_headers(self, sid: int, headers: Headers, end: bool) -> bool: ...
 
@@ -81,6 +89,9 @@ class UpSide(Protocol):
 log = logging.getLogger("tokenrelay.proxy")
 
 REPLAY_LIMIT = 64 * 1024  # the issue's bound for a replayable body, as on HTTP/1.1
+# A DATA frame this large, or the last one queued, may earn WINDOW_UPDATEs from the client (the flood
+# limit allows for them); window granted a byte at a time, again and again, earns none: a flood.
+WORTH_AN_UPDATE = 1024
 # RFC 9113 §8.2.2: never forwarded (h2 refuses them from clients; from the upstream they are dropped)
 CONNECTION_SPECIFIC = frozenset(
     {b"connection", b"keep-alive", b"proxy-connection", b"transfer-encoding", b"upgrade", b"te"}
@@ -110,6 +121,7 @@ class Stream:
         "replay_size",
         "resent",
         "sid",
+        "stall",
         "started",
         "status",
         "task",
@@ -121,6 +133,7 @@ class Stream:
         "up_sid",
         "up_trailers",
         "waiting_since",
+        "windowless",
     )
 
     def __init__(self, down: DownSide, sid: int, grpc: bool) -> None:
@@ -147,6 +160,8 @@ class Stream:
         self.down_end = False  # the answer ended; END_STREAM goes once to_down is empty
         self.done = False
         self.waiting_since = 0.0  # sent in full, waiting for the answer's head
+        self.windowless = False  # in down.windowless
+        self.stall: tuple[bytes, float] | None = None  # to_down's head at a sweep, and since when
 
     # -- from the client ---------------------------------------------------------------------------
 
@@ -181,6 +196,7 @@ class Stream:
         if self.task is not None:
             self.task.cancel()
             self.task = None
+        self._discard_down()
         self._drop_up(reset=True)
         self.down.stream_done(self, self.status or 499)
 
@@ -246,9 +262,9 @@ class Stream:
             if name == b":status":
                 status = int(value)
                 break
-        if self._may_heal() and (
+        if (
             status == 401 or (ended and h2_answers.grpc_status(headers) == UNAUTHENTICATED)
-        ):
+        ) and self._may_heal():
             self._drop_up(reset=not ended)
             token = self.token
             log.info(
@@ -270,9 +286,17 @@ class Stream:
         if flow > len(data) and self.up is not None:
             self.up.ack(self.up_sid, flow - len(data))
         if data:
+            down = self.down
             self.to_down.append(data)
+            down.buffered += len(data)
             self.down_end = ended  # END_STREAM then rides on the last DATA frame to the client
             self.pump_down()
+            if down.buffered > down.limits.h2_buffer_bytes and not self.done:
+                log.warning(
+                    "HTTP/2 client leaves too much unread; resetting a stream",
+                    extra={"buffered": down.buffered, "limit": down.limits.h2_buffer_bytes},
+                )
+                self._reset_down(ErrorCodes.ENHANCE_YOUR_CALM)
 
     def on_trailers(self, headers: Headers) -> None:
         self.grpc_status = h2_answers.grpc_status(headers)
@@ -286,6 +310,7 @@ class Stream:
 
     def on_reset(self, code: int) -> None:
         """The upstream reset the stream (the connection has already forgotten it)."""
+        self._discard_down()  # what the upstream sent counts against its connection's window
         self.up = None
         if self.done:
             return
@@ -320,6 +345,9 @@ class Stream:
             while to_down:
                 room = min(h2.local_flow_control_window(sid), h2.max_outbound_frame_size)
                 if room <= 0:
+                    if not self.windowless:
+                        self.windowless = True
+                        down.windowless[sid] = self
                     break
                 data = to_down[0]
                 if len(data) > room:
@@ -329,11 +357,17 @@ class Stream:
                     to_down.popleft()
                 last = not to_down and self.down_end and self.down_trailers is None
                 h2.send_data(sid, data, end_stream=last)
+                down.buffered -= len(data)
+                if len(data) >= WORTH_AN_UPDATE or not to_down:
+                    down.data_frames += 1
                 if self.up is not None:
                     self.up.ack(self.up_sid, len(data))
                 if last:
                     self._finish()
                     return
+            if self.windowless and not to_down:
+                self.windowless = False
+                del down.windowless[sid]
             if not to_down and self.down_end:
                 if self.down_trailers is not None:
                     h2.send_headers(sid, self.down_trailers, end_stream=True)
@@ -358,6 +392,7 @@ class Stream:
             self.cancel()
         elif answer.body:
             self.to_down.append(answer.body)
+            self.down.buffered += len(answer.body)
             self.down_end = True
             self.pump_down()
         else:
@@ -369,6 +404,17 @@ class Stream:
             self._drop_up(reset=True)
             log.warning("upstream timed out", extra={"timeout": timeout, "protocol": "h2"})
             self.answer(h2_answers.upstream_timeout(self.grpc, timeout))
+            return
+        # Answer bytes the client takes none of (window closed, socket full): the queue's head stays
+        # the same object until some of it is sent, so the hot path keeps no time for this.
+        to_down = self.to_down
+        if not to_down:
+            self.stall = None
+        elif self.stall is None or self.stall[0] is not to_down[0]:
+            self.stall = (to_down[0], now)
+        elif now - self.stall[1] > timeout:
+            log.warning("HTTP/2 client read none of its answer", extra={"timeout": timeout})
+            self._reset_down(ErrorCodes.CANCEL)
 
     # -- helpers ----------------------------------------------------------------------------------------
 
@@ -376,7 +422,15 @@ class Stream:
         return not self.resent and self.replay is not None and not self.down.closed
 
     def _may_heal(self) -> bool:
-        return self.complete and self._may_resend()
+        """Whether a refused token may be refreshed and the call sent again; the bound on forced
+        refreshes is the HTTP/1.1 side's, Bearer.may_reject (asked last: it logs when it says no)."""
+        token = self.token
+        return (
+            self.complete
+            and self._may_resend()
+            and token is not None
+            and self.down.server.bearer.may_reject(token)
+        )
 
     def _resend(self, *, reject: bool) -> None:
         assert self.replay is not None
@@ -387,6 +441,18 @@ class Stream:
         self.waiting_since = 0.0
         self.down.server.observer.retry()
         self.task = asyncio.ensure_future(self.down.dispatch(self, reject=reject))
+
+    def _discard_down(self) -> None:
+        """Drop the answer bytes not sent to the client, and hand their window back to the upstream
+        connection: it counts them against every stream it carries."""
+        to_down = self.to_down
+        if to_down:
+            size = sum(map(len, to_down))
+            to_down.clear()
+            self.stall = None
+            self.down.buffered -= size
+            if self.up is not None:
+                self.up.ack(self.up_sid, size)
 
     def _ack_unsent(self) -> None:
         """Give the client back the window of body bytes that will never be sent on."""

@@ -18,3 +18,7 @@ class Limits:
     # and the longest an upstream may go silent mid-answer, or leave the request unread (a cut after)
     body_timeout: float = 20.0  # a request body's allowance before body_min_rate applies (408 after)
     body_min_rate: int = 500  # bytes/s a request body must average beyond body_timeout
+    # answer bytes an HTTP/2 client connection leaves unread in the proxy (its streams' windows closed,
+    # or its socket full); the stream whose bytes go beyond is reset (ENHANCE_YOUR_CALM). A stream
+    # whose queued bytes make no progress for upstream_timeout is reset too (CANCEL).
+    h2_buffer_bytes: int = 4 * 1024 * 1024

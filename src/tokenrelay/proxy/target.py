@@ -9,6 +9,7 @@ upstream's own host and port. Anything else is refused, so the proxy can never b
 
 from __future__ import annotations
 
+import re
 import ssl
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -18,6 +19,8 @@ import httptools
 from ..systemroots import verifying_context
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
+# What the HTTP/1.1 parser lets through in a request target: visible ASCII, no space (RFC 9112 §3.2).
+_VISIBLE = re.compile(rb"/[\x21-\x7e]*")
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +70,16 @@ class Target:
         path = url.path or b"/"
         if url.query:
             path += b"?" + url.query
+        return self.base_path + path
+
+    def origin(self, path: bytes) -> bytes | None:
+        """The upstream's request target for an HTTP/2 ``:path``, or None when it must be refused.
+
+        Only origin-form, in the bytes an HTTP/1.1 request line could carry: a ``:path`` of
+        ``/x HTTP/1.1`` must not reach an upstream (or a log) as a request line of its own.
+        """
+        if _VISIBLE.fullmatch(path) is None:
+            return None
         return self.base_path + path
 
     def _same_origin(self, https: bool, port: int | None) -> bool:

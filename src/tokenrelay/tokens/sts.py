@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 
 import aiohttp
 
-from ..errors import ExchangeError, ExchangeTimeout
+from ..errors import ExchangeTimeout
 from ..lite.names import where
-from ..lite.redact import scrub
 from ..lite.stsanswer import MAX_ANSWER_BYTES, http_date, oversized, refusal, token_from
+from ..lite.unreachable import unreachable
 
 AUTH_URL_SETTING = where("auth_url")
 
@@ -69,7 +69,7 @@ async def exchange(
             f"token service at {url} did not answer within {timeout:g}s ({where('exchange_timeout')})"
         ) from None
     except aiohttp.ClientError as exc:
-        raise ExchangeError(f"cannot reach the token service at {url}: {scrub(str(exc))}") from None
+        raise unreachable(url, exc, AUTH_URL_SETTING) from None
     token, expiry = token_from(raw, url)
     return Issued(token, expiry, server_time)
 

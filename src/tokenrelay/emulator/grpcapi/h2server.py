@@ -27,8 +27,10 @@ import h2.connection
 import h2.events
 import h2.exceptions
 import h2.settings
+from google.protobuf.message import DecodeError
 from google.rpc import status_pb2
 from grpc_reflection.v1alpha import reflection_pb2
+from yarl import URL
 
 from . import reflection
 from .methods import Methods
@@ -55,7 +57,7 @@ GRPC_HEADERS = [
 class Stream:
     """One request: its headers, its body so far (or its gRPC messages), and the task answering it."""
 
-    __slots__ = ("body", "buffer", "grpc", "headers", "id", "inbox", "size", "task")
+    __slots__ = ("body", "buffer", "grpc", "headers", "id", "inbox", "inflated", "size", "task")
 
     def __init__(self, stream_id: int, headers: dict[str, str]) -> None:
         self.id = stream_id
@@ -64,6 +66,7 @@ class Stream:
         self.body: list[bytes] = []  # a relayed request's body
         self.buffer = bytearray()  # gRPC: the part of a message received so far
         self.size = 0
+        self.inflated = 0  # gRPC: bytes of the messages taken, decompressed (over MAX_MESSAGE: refused)
         self.inbox: asyncio.Queue[bytes | None] = asyncio.Queue()  # gRPC messages; None: the end
         self.task: asyncio.Task[None] | None = None
 
@@ -178,6 +181,8 @@ class H2Front(asyncio.Protocol):
     def _body(self, stream: Stream, data: bytes) -> None:
         stream.size += len(data)
         if stream.grpc:
+            if stream.inflated > MAX_MESSAGE:
+                return  # already refused: the rest of the stream is only read, not kept
             stream.buffer += data
             self._take_messages(stream)
         elif stream.size <= MAX_BODY:
@@ -203,21 +208,35 @@ class H2Front(asyncio.Protocol):
     # -- gRPC ------------------------------------------------------------------------------------
 
     def _take_messages(self, stream: Stream) -> None:
-        """Move each complete length-prefixed message received to the stream's inbox."""
+        """Move each complete length-prefixed message received to the stream's inbox.
+
+        A stream holds at most MAX_MESSAGE bytes of messages, counted after decompression: a unary
+        call has one message, and reflection's are tiny, so more is a client to refuse, not to buffer.
+        """
         data = stream.buffer
         while len(data) >= 5:
             compressed, length = struct.unpack(">?I", data[:5])
             if length > MAX_MESSAGE:
-                stream.inbox.put_nowait(TOO_BIG)
-                data.clear()
+                self._refuse_as_too_big(stream)
                 return
             if len(data) < 5 + length:
                 return
             message = bytes(data[5 : 5 + length])
             del data[: 5 + length]
             if compressed:
-                message = _decompress(stream.headers.get("grpc-encoding", ""), message)
+                room = MAX_MESSAGE - stream.inflated
+                message = _decompress(stream.headers.get("grpc-encoding", ""), message, room)
+            stream.inflated += len(message)
+            if stream.inflated > MAX_MESSAGE:
+                self._refuse_as_too_big(stream)
+                return
             stream.inbox.put_nowait(message)
+
+    @staticmethod
+    def _refuse_as_too_big(stream: Stream) -> None:
+        stream.inbox.put_nowait(TOO_BIG)
+        stream.buffer.clear()
+        stream.inflated = MAX_MESSAGE + 1
 
     async def _grpc(self, stream: Stream) -> None:
         path = stream.headers.get(":path", "")
@@ -251,7 +270,19 @@ class H2Front(asyncio.Protocol):
         self._flush()
         while (message := await stream.inbox.get()) is not None:
             request = reflection_pb2.ServerReflectionRequest()
-            request.ParseFromString(message)
+            refusal = _refusal([message])
+            if refusal is None:
+                try:
+                    request.ParseFromString(message)
+                except DecodeError:
+                    refusal = status_pb2.Status(
+                        code=13, message="Internal error: the request does not decode"
+                    )
+            if refusal is not None:
+                trailers = [("grpc-status", str(refusal.code)), ("grpc-message", _percent(refusal.message))]
+                self._conn.send_headers(stream.id, trailers, end_stream=True)
+                self._flush()
+                return
             answer = self._reflector.answer(request)
             await self._send(stream.id, _frame(answer.SerializeToString()), end=False)
         self._conn.send_headers(stream.id, [("grpc-status", "0")], end_stream=True)
@@ -285,7 +316,8 @@ class H2Front(asyncio.Protocol):
             if not name.startswith(":") and name not in CONNECTION_SPECIFIC
         }
         method = stream.headers.get(":method", "GET")
-        url = self._base_url() + stream.headers.get(":path", "/")
+        # the path as the client sent it: yarl would resolve its dot-segments, where HTTP/1.1 does not
+        url = URL(self._base_url() + stream.headers.get(":path", "/"), encoded=True)
         skip = {"Accept", "Accept-Encoding", "User-Agent", "Content-Type"} - {n.title() for n in headers}
         async with self._relay().request(
             method, url, headers=headers, data=b"".join(stream.body) or None, skip_auto_headers=skip
@@ -359,16 +391,26 @@ UNKNOWN_ENCODING = b"\x00unknown-encoding"
 ENCODINGS = "identity,gzip,deflate"
 
 
-def _decompress(encoding: str, message: bytes) -> bytes:
-    """A message the client compressed (gRPC's per-message compression), or a marker."""
+_WBITS = {"gzip": 31, "deflate": 15}  # gRPC's "deflate" is the zlib format
+
+
+def _decompress(encoding: str, message: bytes, room: int) -> bytes:
+    """A message the client compressed (gRPC's per-message compression), or a marker.
+
+    Inflated to at most ``room`` + 1 bytes (what the stream may still hold): 4 MiB of gzip can expand
+    to 4 GiB, and the one byte over is enough to refuse the message as too big.
+    """
+    wbits = _WBITS.get(encoding)
+    if wbits is None:
+        return UNKNOWN_ENCODING
+    inflater = zlib.decompressobj(wbits)
     try:
-        if encoding == "gzip":
-            return zlib.decompress(message, wbits=31, bufsize=len(message) * 4)[: MAX_MESSAGE + 1]
-        if encoding == "deflate":
-            return zlib.decompress(message)[: MAX_MESSAGE + 1]
+        inflated = inflater.decompress(message, room + 1)
     except zlib.error:
         return UNKNOWN_ENCODING
-    return UNKNOWN_ENCODING
+    if len(inflated) <= room and not inflater.eof:
+        return UNKNOWN_ENCODING  # truncated
+    return inflated
 
 
 def _refusal(messages: list[bytes]) -> status_pb2.Status | None:

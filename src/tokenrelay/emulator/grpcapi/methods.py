@@ -16,6 +16,7 @@ from google.protobuf import descriptor_pool, message_factory
 from google.protobuf.descriptor import MethodDescriptor, ServiceDescriptor
 from google.protobuf.message import DecodeError, Message
 from google.rpc import status_pb2
+from yarl import URL
 
 from ..errors import IAM_DOMAIN
 from . import iam_pb2, registry_pb2, vulnerabilities_pb2
@@ -92,9 +93,10 @@ class Methods:
         if authorization is not None:
             headers["Authorization"] = authorization
         limit = aiohttp.ClientTimeout(total=timeout or DEFAULT_TIMEOUT)
+        url = URL(self._base_url() + http.target, encoded=True)  # as built: yarl resolves dot-segments
         try:
             async with self.session().request(
-                http.method, self._base_url() + http.target, data=http.body, headers=headers, timeout=limit
+                http.method, url, data=http.body, headers=headers, timeout=limit
             ) as response:
                 body = await response.read()
         except TimeoutError:

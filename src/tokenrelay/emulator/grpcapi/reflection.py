@@ -6,7 +6,7 @@ So ``grpcurl list`` and ``describe`` work, directly or through tokenrelay's prox
 from __future__ import annotations
 
 from google.protobuf import descriptor_pb2, descriptor_pool
-from google.protobuf.descriptor import FileDescriptor
+from google.protobuf.descriptor import FileDescriptor, MethodDescriptor
 from grpc_reflection.v1alpha import reflection_pb2 as pb
 
 PATH = "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo"
@@ -30,9 +30,7 @@ class Reflection:
             if kind == "file_by_filename":
                 return self._files(request, self._pool.FindFileByName(request.file_by_filename))
             if kind == "file_containing_symbol":
-                return self._files(
-                    request, self._pool.FindFileContainingSymbol(request.file_containing_symbol)
-                )
+                return self._files(request, self._file_containing(request.file_containing_symbol))
             if kind == "all_extension_numbers_of_type":
                 # the emulator's protos declare no extensions; grpcurl asks before decoding an Any
                 name = request.all_extension_numbers_of_type
@@ -47,6 +45,15 @@ class Reflection:
             original_request=request,
             error_response=pb.ErrorResponse(error_code=NOT_FOUND, error_message="not found"),
         )
+
+    def _file_containing(self, symbol: str) -> FileDescriptor:
+        """The file declaring ``symbol``: a message, enum, field, service, or a service's method
+        (``grpcurl describe iam.v2beta1.Groups.CreateGroup``), which the pool's own lookup misses."""
+        try:
+            return self._pool.FindFileContainingSymbol(symbol)
+        except KeyError:
+            method: MethodDescriptor = self._pool.FindMethodByName(symbol)  # KeyError: not found
+            return method.containing_service.file
 
     def _files(
         self, request: pb.ServerReflectionRequest, file: FileDescriptor

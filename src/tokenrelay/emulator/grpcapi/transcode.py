@@ -18,8 +18,10 @@ from google.protobuf import json_format
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.field_mask_pb2 import FieldMask
 from google.protobuf.message import Message
+from google.protobuf.timestamp_pb2 import Timestamp
 from google.rpc import error_details_pb2, status_pb2
 
+from ...lite.timestamps import format_timestamp
 from .routes import Route
 
 # Fields the server sets: a client may echo them back in a resource it read, and they are ignored, as
@@ -61,7 +63,7 @@ def to_http(route: Route, request: Message) -> HttpCall:
         if not isinstance(value, str) or not value:
             raise MissingField(dotted)
         used.add(dotted.partition(".")[0])
-        return quote(value, safe="/")  # a uid is a slash-separated path
+        return _uid_path(value)
 
     path = _TEMPLATE.sub(fill, route.path)
     body: dict[str, object] | None = None
@@ -75,7 +77,7 @@ def to_http(route: Route, request: Message) -> HttpCall:
                 used.add(field.name)
     elif route.body is not None:
         used.add(route.body)
-        rendered = json_format.MessageToDict(getattr(request, route.body))
+        rendered = _json(getattr(request, route.body))
         body = {key: value for key, value in rendered.items() if key not in OUTPUT_ONLY}
     for field, value in request.ListFields():
         if field.name not in used:
@@ -84,10 +86,43 @@ def to_http(route: Route, request: Message) -> HttpCall:
     return HttpCall(route.method, target, None if body is None else json.dumps(body).encode())
 
 
+def _uid_path(uid: str) -> str:
+    """A uid as path segments that stay inside the collection.
+
+    A uid is a slash-separated path, so its slashes stay; but a ``.`` or ``..`` segment is encoded
+    (``%2E``), so that no URL normalisation between here and the JSON API's router can take
+    ``../identityProviders/x`` out of the groups: the router decodes it back into the uid it was,
+    which names no group, as it would for an HTTP client sending the same uid.
+    """
+    return "/".join(
+        "%2E" * len(segment) if segment in {".", ".."} else quote(segment, safe="")
+        for segment in uid.split("/")
+    )
+
+
 def _json_value(field: FieldDescriptor, value: object) -> object:
+    if isinstance(value, Timestamp):
+        return _timestamp(value)
     if field.message_type is not None and isinstance(value, Message):
-        return json_format.MessageToDict(value)
+        return _json(value)
     return value
+
+
+def _json(message: Message) -> dict[str, object]:
+    """A message in the JSON API's form: proto3 JSON, but timestamps as the API writes them."""
+    rendered: dict[str, object] = json_format.MessageToDict(message)
+    if message.DESCRIPTOR.full_name.startswith("google.protobuf."):
+        return rendered  # a well-known type (Struct, FieldMask): its JSON form is its own
+    for field, value in message.ListFields():
+        if isinstance(value, Message) and not field.is_repeated:
+            rendered[field.json_name] = _json_value(field, value)
+    return rendered
+
+
+def _timestamp(value: Timestamp) -> str:
+    """``2026-01-02T03:04:05.000Z``, where proto3 JSON writes a whole second ``...:05Z``: the JSON API
+    compares an echoed timestamp with its own text (an invite's unchanged expiry is not re-checked)."""
+    return format_timestamp(value.ToNanoseconds() / 1e9)
 
 
 def _query(field: FieldDescriptor, value: object) -> list[tuple[str, str]]:
