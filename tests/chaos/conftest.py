@@ -94,9 +94,11 @@ async def relay_factory(secrets: Secrets) -> AsyncIterator[RelayFactory]:
         api_url: str = API,
         proxy: bool = False,
         behaviour: Behaviour | None = None,
+        clock: FakeClock | None = None,
+        environ: dict[str, str] | None = None,
         **settings: Any,
     ) -> Relay:
-        clock = FakeClock()
+        clock = clock or FakeClock()
         service_offset = time.time() + SERVICE_AHEAD - clock.now
         # The service's clock is its own: a jump of our wall clock does not move it.
         service = FakeTokenService(
@@ -133,7 +135,7 @@ async def relay_factory(secrets: Secrets) -> AsyncIterator[RelayFactory]:
             wall=clock.wall,
             sleep=clock.sleep,
             rng=random.Random(seed),
-            environ={},
+            environ=environ or {},
             observers=[fetch.observer()],
         )
         providers = fetch.providers = sidecar.providers

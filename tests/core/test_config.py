@@ -10,6 +10,7 @@ import pytest
 from tokenrelay.config import OPTIONS, Settings, parse_args
 from tokenrelay.errors import ConfigError
 from tokenrelay.lite import names
+from tokenrelay.tokens.idsources import SOURCES
 
 REQUIRED = ["--auth-url", "https://auth.example", "--api-url", "https://api.example", "--identity", "org/ci"]
 
@@ -51,6 +52,7 @@ SAMPLES: dict[str, tuple[str, object]] = {
     "id_token_file": ("/t/oidc", "/t/oidc"),
     "id_token_env": ("MY_OIDC", "MY_OIDC"),
     "id_token_audience": ("aud-x", "aud-x"),
+    "azure_service_connection_id": ("0b1c-conn", "0b1c-conn"),
     "socket": ("/t/s.sock", "/t/s.sock"),
     "socket_mode": ("0660", 0o660),
     "socket_allow_uid": ("1,2", (1, 2)),
@@ -79,8 +81,9 @@ def test_every_option_is_read_from_its_environment_variable(name: str) -> None:
     """Each option reaches Settings from TOKENRELAY_<NAME> alone, under the name --help shows."""
     raw, expected = SAMPLES[name]
     env = {"TOKENRELAY_" + name.upper(): raw}
-    if name == "id_token_env":  # it goes with the env source only
-        env["TOKENRELAY_ID_TOKEN_SOURCE"] = "env"
+    readers = [source.name for source in SOURCES.values() if name in source.options]
+    if readers and name != "id_token_file":  # a source's own setting goes with that source
+        env["TOKENRELAY_ID_TOKEN_SOURCE"] = readers[0]
     if name == "render":  # it writes the hosts' tokens: hosts whose audiences are kept
         env.update({"TOKENRELAY_HOSTS": "h.example", "TOKENRELAY_AUDIENCE": "h.example"})
     argv = [arg for i, arg in enumerate(REQUIRED) if REQUIRED[i - (i % 2)][2:].replace("-", "_") != name]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from pathlib import Path
 
 from tokenrelay.errors import ExchangeError
 from tokenrelay.lite.redact import fingerprint
@@ -13,6 +14,8 @@ from tokenrelay.sidecar.status import StatusBoard, render
 from tokenrelay.testing import FakeClock, make_jwt
 from tokenrelay.tokens.provider import TokenProvider
 from tokenrelay.tokens.sts import Issued
+
+from ..support.doctor import Platform
 
 AUDIENCE = "https://api.example.test"
 
@@ -92,3 +95,23 @@ def test_the_oidc_token_expiry_is_reported_and_forwarded() -> None:
     assert id_token["source"] == "file /oidc"
     assert board.document([])["uptimeSeconds"] == 100
     assert seen == [1_800_000_600.0]
+
+
+async def test_the_status_names_autos_choice_once_it_is_made(platform: Platform, tmp_path: Path) -> None:
+    """With --id-token-source auto on a cloud, /v1/status's idToken.source says so before the first
+    exchange, and names the metadata server auto chose after it."""
+    from tokenrelay.tokens.idsources import SOURCES, SourceInputs
+
+    host = platform.url.removeprefix("http://")
+    environ = {"GCE_METADATA_HOST": host, "AZURE_POD_IDENTITY_AUTHORITY_HOST": "http://127.0.0.1:9"}
+    inputs = SourceInputs(environ=environ, audience=platform.url, id_token_file=str(tmp_path / "none"))
+    source = SOURCES["auto"].build(inputs)
+    board = StatusBoard(lambda: source.description)
+    assert (
+        board.document([])["idToken"]["source"]
+        == "auto: the cloud's metadata server, asked at the first exchange"
+    )
+    await source.read()
+    assert board.document([])["idToken"]["source"] == (
+        f"the GCP metadata server at {host} (auto: Google Cloud's metadata server answered)"
+    )

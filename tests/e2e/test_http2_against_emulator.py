@@ -17,6 +17,7 @@ import pytest
 from google.protobuf import json_format
 from google.rpc import status_pb2
 
+from tokenrelay.emulator import groups
 from tokenrelay.emulator.grpcapi import iam_pb2
 
 from ..support.e2e import Stack
@@ -27,7 +28,7 @@ pytestmark = pytest.mark.e2e
 @pytest.fixture(autouse=True)
 def payments(stack: Stack) -> None:
     """A group below the organization, so that lists have something to filter."""
-    stack.emulator.resources.create_group(stack.org, {"name": "payments"})
+    groups.create(stack.emulator.resources, stack.org, {"name": "payments"})
 
 
 def _grpcurl() -> str:

@@ -6,6 +6,7 @@ import re
 
 import pytest
 
+from tokenrelay.emulator import groups
 from tokenrelay.emulator.errors import IAM_DOMAIN
 
 from ..support.emulator import World, details
@@ -65,7 +66,7 @@ async def test_create_under_missing_parent_is_not_found(world: World) -> None:
 
 async def test_patch_without_mask_changes_only_present_fields(world: World) -> None:
     """PATCH without updateMask changes the fields in the body and keeps the others."""
-    group = world.emulator.resources.create_group(world.org.uid, {"name": "old", "description": "keep"})
+    group = groups.create(world.emulator.resources, world.org.uid, {"name": "old", "description": "keep"})
     world.clock.jump_wall(1.5)
     status, patched = await world.call("PATCH", f"/iam/v2beta1/groups/{group.uid}", json={"name": "new"})
     assert status == 200
@@ -75,7 +76,7 @@ async def test_patch_without_mask_changes_only_present_fields(world: World) -> N
 
 async def test_patch_with_mask_changes_only_listed_fields(world: World) -> None:
     """PATCH with updateMask changes the listed fields and ignores the rest of the body."""
-    group = world.emulator.resources.create_group(world.org.uid, {"name": "old", "description": "before"})
+    group = groups.create(world.emulator.resources, world.org.uid, {"name": "old", "description": "before"})
     status, patched = await world.call(
         "PATCH",
         f"/iam/v2beta1/groups/{group.uid}?updateMask=description",
@@ -87,7 +88,7 @@ async def test_patch_with_mask_changes_only_listed_fields(world: World) -> None:
 
 async def test_patch_mask_clears_a_listed_field_left_out(world: World) -> None:
     """A field named in updateMask but absent from the body is cleared (AIP-134)."""
-    group = world.emulator.resources.create_group(world.org.uid, {"name": "g", "description": "text"})
+    group = groups.create(world.emulator.resources, world.org.uid, {"name": "g", "description": "text"})
     status, patched = await world.call(
         "PATCH", f"/iam/v2beta1/groups/{group.uid}?updateMask=name,description", json={"name": "h"}
     )
@@ -180,7 +181,7 @@ async def test_list_envelope(world: World) -> None:
 
 async def test_v1_groups_shape(world: World) -> None:
     """/iam/v1/groups answers items with id, name, description, resourceLimits and verified."""
-    group = world.emulator.resources.create_group(world.org.uid, {"name": "g", "description": "d"})
+    group = groups.create(world.emulator.resources, world.org.uid, {"name": "g", "description": "d"})
     status, body = await world.call("GET", f"/iam/v1/groups?id={group.uid}")
     assert status == 200
     assert list(body) == ["items"]

@@ -338,6 +338,6 @@ def _tables(world: World) -> dict[str, dict[str, dict[str, Any]]]:
     tables: dict[str, dict[str, Any]] = {
         "groups": store.groups,
         "identities": store.identities,
-        "providers": store.providers,
+        "providers": store.identity_providers,
     }
     return {name: {uid: dataclasses.asdict(r) for uid, r in t.items()} for name, t in tables.items()}

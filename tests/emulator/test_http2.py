@@ -16,7 +16,7 @@ import h2.settings
 import httpx
 import pytest
 
-from tokenrelay.emulator import providers
+from tokenrelay.emulator import groups, providers
 from tokenrelay.emulator.grpcapi import iam_pb2, reflection
 
 from ..support.emulator import World
@@ -39,7 +39,7 @@ async def test_httpx_over_http2_reads_and_writes_the_json_api(world: World) -> N
 async def test_an_answer_larger_than_the_flow_control_window_arrives_whole(world: World) -> None:
     """A 100 KB list (over HTTP/2's 64 KiB initial window) comes through complete and parseable."""
     for n in range(250):
-        world.emulator.resources.create_group(world.org.uid, {"name": f"g{n:03}", "description": "d" * 300})
+        groups.create(world.emulator.resources, world.org.uid, {"name": f"g{n:03}", "description": "d" * 300})
     headers = {"Authorization": f"Bearer {world.tokens['viewer']}"}
     async with httpx.AsyncClient(http1=False, http2=True, base_url=world.url, headers=headers) as client:
         answer = await client.get("/iam/v2beta1/groups", params={"page_size": "200"})
@@ -214,7 +214,7 @@ async def test_a_relayed_path_keeps_its_dot_segments(world: World) -> None:
     over_h1 = await loop.run_in_executor(None, curl, "--http1.1")
     assert over_h2.endswith("\n2 404") and over_h1.endswith("\n1.1 404")
     assert over_h2.partition("\n")[0] == over_h1.partition("\n")[0]
-    assert provider.uid in world.emulator.store.providers
+    assert provider.uid in world.emulator.store.identity_providers
 
 
 async def test_a_reflection_stream_refuses_a_message_over_the_limit(world: World) -> None:

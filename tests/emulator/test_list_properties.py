@@ -9,7 +9,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tokenrelay.emulator import Emulator, api, associations, invites, providers, roles
+from tokenrelay.emulator import (
+    Emulator,
+    api,
+    associations,
+    groups,
+    identities,
+    invites,
+    providers,
+    role_bindings,
+    roles,
+)
 from tokenrelay.emulator.access import ROLE_BY_NAME
 from tokenrelay.emulator.pagination import FIELD_ALIASES
 
@@ -23,14 +33,14 @@ Maker = Callable[[Emulator, str, str, int], object]  # (emulator, parent uid, na
 
 def _identity(e: Emulator, parent: str, name: str, i: int) -> str:
     claim = {"issuer": "https://i.example", "subject": f"s{i}"}
-    return e.resources.create_identity(parent, {"name": name, "claimMatch": claim}).uid
+    return identities.create(e.resources, parent, {"name": name, "claimMatch": claim}).uid
 
 
 MAKERS: dict[str, Maker] = {
     "identities": _identity,
     "roles": lambda e, p, n, i: roles.create(e.resources, p, {"name": n, "capabilities": ["groups.get"]}),
-    "roleBindings": lambda e, p, n, i: e.resources.create_binding(
-        p, {"identityUid": _identity(e, p, n, i), "roleUid": VIEWER}
+    "roleBindings": lambda e, p, n, i: role_bindings.create(
+        e.resources, p, {"identityUid": _identity(e, p, n, i), "roleUid": VIEWER}
     ),
     "identityProviders": lambda e, p, n, i: providers.create(
         e.resources, p, {"name": n, "oidc": {"issuer": "https://i.example"}}
@@ -78,7 +88,7 @@ def test_pages_concatenate_to_the_ordered_list(lists: Lists, plural: str) -> Non
     )
     def check(names: list[str], ticks: list[int], size: int, field: str, descending: bool, skip: int) -> None:
         emulator = lists.sync.emulator
-        parent = emulator.resources.create_group(lists.org.uid, {"name": "g"}).uid
+        parent = groups.create(emulator.resources, lists.org.uid, {"name": "g"}).uid
         if plural == "advisories":
             parent = emulator.repo(parent, "r").uid
         for i, name in enumerate(names):

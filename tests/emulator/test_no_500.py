@@ -13,7 +13,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tokenrelay.emulator import Emulator, api, associations, invites, providers, resources, roles
+from tokenrelay.emulator import (
+    Emulator,
+    api,
+    associations,
+    groups,
+    identities,
+    invites,
+    providers,
+    role_bindings,
+    roles,
+)
 from tokenrelay.emulator.access import ROLE_BY_NAME
 
 from .harness import SyncEmulator
@@ -78,7 +88,7 @@ class World:
     def seed(self) -> None:
         emulator = self.sync.emulator
         org = emulator.organization("acme")
-        team = emulator.resources.create_group(org.uid, {"name": "team"})
+        team = groups.create(emulator.resources, org.uid, {"name": "team"})
         owner = emulator.workload(org.uid, "owner", role="owner").identity
         viewer = emulator.workload(team.uid, "viewer", role="viewer").identity
         repo = emulator.repo(team.uid, "web")
@@ -137,10 +147,10 @@ class World:
 def operations() -> list[tuple[str, str, tuple[str, ...], tuple[str, ...]]]:
     """Every route: (method, path template, body fields, query parameters); the kinds' from api.KINDS."""
     known = {
-        "groups": resources.GROUP_KNOWN,
-        "identities": (*resources.IDENTITY_KNOWN, "issuer", "subject"),
+        "groups": groups.KNOWN,
+        "identities": (*identities.KNOWN, "issuer", "subject"),
         "roles": roles.KNOWN,
-        "roleBindings": resources.BINDING_KNOWN,
+        "roleBindings": role_bindings.KNOWN,
         "identityProviders": (*providers.KNOWN, "issuer"),
         "accountAssociations": (*associations.KNOWN, "account", "projectId", "tenantId"),
         "groupInvites": invites.KNOWN,

@@ -7,7 +7,7 @@ import re
 from contextlib import AsyncExitStack
 from typing import Any
 
-from tokenrelay.emulator import Emulator, EmulatorServer, roles
+from tokenrelay.emulator import Emulator, EmulatorServer, identities, roles
 from tokenrelay.emulator.access import ROLE_BY_NAME
 from tokenrelay.lite.timestamps import format_timestamp
 
@@ -25,8 +25,10 @@ def times_ok(resource: dict[str, Any]) -> bool:
 async def test_identity_get_list_and_update(world: World) -> None:
     """Identities are read one by one and listed, and PATCH follows the rules of groups (mask or not)."""
     team = world.group(world.org.uid, "team")
-    created = world.emulator.resources.create_identity(
-        team.uid, {"name": "ci", "claimMatch": {"issuer": "https://issuer.example", "subject": "a"}}
+    created = identities.create(
+        world.emulator.resources,
+        team.uid,
+        {"name": "ci", "claimMatch": {"issuer": "https://issuer.example", "subject": "a"}},
     )
     status, got = await world.call("GET", f"{IAM}/identities/{created.uid}")
     assert (status, got) == (200, created.v2())
@@ -76,8 +78,8 @@ async def test_custom_role_lifecycle(world: World) -> None:
     assert role["uid"] not in {r["uid"] for r in roles["roles"]}  # custom roles: like any resource
     assert {"viewer", "editor", "owner"} <= {r["name"] for r in roles["roles"]}
 
-    member = world.emulator.resources.create_identity(
-        team.uid, {"claimMatch": {"issuer": "https://i.example", "subject": "m"}}
+    member = identities.create(
+        world.emulator.resources, team.uid, {"claimMatch": {"issuer": "https://i.example", "subject": "m"}}
     )
     status, binding = await world.call(
         "POST", f"{IAM}/roleBindings/{team.uid}", json={"identityUid": member.uid, "roleUid": role["uid"]}
@@ -180,7 +182,7 @@ async def test_binding_another_organizations_identity_is_refused(world: World) -
             ]
         ),
     )
-    assert not [b for b in world.emulator.store.bindings.values() if b.identity == world.uids["outsider"]
+    assert not [b for b in world.emulator.store.role_bindings.values() if b.identity == world.uids["outsider"]
                 and b.group == world.org.uid]  # fmt: skip
 
 
@@ -189,8 +191,8 @@ async def test_binding_needs_the_right_to_read_the_identity(world: World) -> Non
     a, b = world.group(world.org.uid, "a"), world.group(world.org.uid, "b")
     owner_a = world.emulator.workload(a.uid, "sub-owner-a", role="owner").identity
     world.tokens["owner-a"] = world.emulator.api_token(owner_a.uid)
-    hidden = world.emulator.resources.create_identity(
-        b.uid, {"claimMatch": {"issuer": "https://i.example", "subject": "secret"}}
+    hidden = identities.create(
+        world.emulator.resources, b.uid, {"claimMatch": {"issuer": "https://i.example", "subject": "secret"}}
     )
     status, error = await world.call(
         "POST",
@@ -221,11 +223,13 @@ async def test_identity_provider_crud_and_trust(world: World) -> None:
         assert (await world.call("GET", f"{IAM}/identityProviders/{provider['uid']}"))[1] == provider
         listed = (await world.call("GET", f"{IAM}/identityProviders?uidp.descendants_of={world.org.uid}"))[1]
         assert listed["identityProviders"] == [provider]
-        inside = world.emulator.resources.create_identity(
-            team.uid, {"claimMatch": {"issuer": platform.url, "subject": "job"}}
+        inside = identities.create(
+            world.emulator.resources, team.uid, {"claimMatch": {"issuer": platform.url, "subject": "job"}}
         )
-        outside = world.emulator.resources.create_identity(
-            world.org.uid, {"claimMatch": {"issuer": platform.url, "subject": "job"}}
+        outside = identities.create(
+            world.emulator.resources,
+            world.org.uid,
+            {"claimMatch": {"issuer": platform.url, "subject": "job"}},
         )
         oidc = platform.emulator.mint("job", world.url)
 

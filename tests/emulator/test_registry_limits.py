@@ -12,7 +12,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tokenrelay.emulator import Emulator, Store
+from tokenrelay.emulator import Emulator, Store, groups, repos
 from tokenrelay.emulator.registry import Registry, tiny_image
 from tokenrelay.emulator.registry.blobs import Blobs, Limits
 from tokenrelay.emulator.registry.errors import RegistryError
@@ -26,8 +26,8 @@ def test_idle_uploads_are_dropped() -> None:
     store = Store()
     resources = Resources(store)
     registry = Registry(store, resources, lambda: "http://127.0.0.1:1", clock=clock)
-    org = resources.create_group("", {"name": "acme"})
-    repo = resources.create_repo(org.uid, "app")
+    org = groups.create(resources, "", {"name": "acme"})
+    repo = repos.create(resources, org.uid, "app")
     session = registry.open_session(repo.uid)
     session.upload.write(b"partial")
     clock.tick(3599)

@@ -7,7 +7,16 @@ from typing import Any
 
 import aiohttp
 
-from tokenrelay.emulator import Emulator, EmulatorServer, Store, associations, invites, providers, roles
+from tokenrelay.emulator import (
+    Emulator,
+    EmulatorServer,
+    Store,
+    associations,
+    groups,
+    invites,
+    providers,
+    roles,
+)
 from tokenrelay.emulator.seed import seed
 
 
@@ -23,7 +32,7 @@ async def test_restart_keeps_resources_and_tokens(tmp_path: Path, http: aiohttp.
         token = first.emulator.api_token(owner.uid)
         groups_before = {uid: g.v2() for uid, g in store.groups.items()}
         patched = next(g for g in store.groups.values() if g.name == "apps")
-        first.emulator.resources.patch_group(patched.uid, {"description": "changed"}, None)
+        groups.patch(first.emulator.resources, patched.uid, {"description": "changed"}, None)
         res = first.emulator.resources
         org = seeded.organization.uid
         role = roles.create(res, org, {"name": "r", "capabilities": ["groups.get"]})
@@ -55,7 +64,7 @@ async def test_restart_keeps_resources_and_tokens(tmp_path: Path, http: aiohttp.
             assert r.status == 200
             assert (await r.json())["totalCount"] == "6"
         res = second.emulator.resources
-        assert res.role(role.uid).v2() == kept["role"]
+        assert roles.get(res, role.uid).v2() == kept["role"]
         assert invites.render(res, invites.get(res, invite.uid)) == kept["invite"]
         assert providers.get(res, kept["provider"]["uid"]).v2() == kept["provider"]
         assert associations.get(res, kept["association"]["uid"]).v2() == kept["association"]

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tokenrelay.emulator import Emulator, EmulatorServer
+from tokenrelay.emulator import Emulator, EmulatorServer, identities, role_bindings
 from tokenrelay.emulator.errors import IAM_DOMAIN, REGISTRY_DOMAIN, STS_DOMAIN
 
 from ..support.emulator import ERROR_INFO, PRECONDITION, World, invalid, simple
@@ -130,10 +130,13 @@ async def test_routing_errors_have_the_full_shape(world: World) -> None:
 async def test_group_holding_role_bindings_is_not_deleted(world: World) -> None:
     """A group whose only children are role bindings is refused with 9 and a violation naming them."""
     team = world.group(world.org.uid, "team")
-    identity = world.emulator.resources.create_identity(
-        world.org.uid, {"claimMatch": {"issuer": "https://i.example", "subject": "t"}}
+    identity = identities.create(
+        world.emulator.resources,
+        world.org.uid,
+        {"claimMatch": {"issuer": "https://i.example", "subject": "t"}},
     )
-    binding = world.emulator.resources.create_binding(
+    binding = role_bindings.create(
+        world.emulator.resources,
         team.uid,
         {
             "identityUid": identity.uid,
@@ -161,7 +164,7 @@ async def test_group_holding_role_bindings_is_not_deleted(world: World) -> None:
             ],
         },
     )
-    assert binding.uid in world.emulator.store.bindings
+    assert binding.uid in world.emulator.store.role_bindings
 
 
 async def test_page_tokens_are_sealed(world: World) -> None:
@@ -235,8 +238,10 @@ async def test_exchange_names_the_claim_that_does_not_match(world: World) -> Non
             claim="sub",
         ),
     )
-    other = world.emulator.resources.create_identity(
-        world.org.uid, {"claimMatch": {"issuer": "https://other.example", "subject": "sub-owner"}}
+    other = identities.create(
+        world.emulator.resources,
+        world.org.uid,
+        {"claimMatch": {"issuer": "https://other.example", "subject": "sub-owner"}},
     )
     status, error = await exchange(world, world.emulator.mint("sub-owner"), other.uid)
     assert error["details"][0]["metadata"] == {"claim": "iss"}

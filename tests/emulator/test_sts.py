@@ -9,7 +9,7 @@ import aiohttp
 import jwt
 import pytest
 
-from tokenrelay.emulator import Emulator, EmulatorServer, RotatingTokenFile
+from tokenrelay.emulator import Emulator, EmulatorServer, RotatingTokenFile, identities
 from tokenrelay.emulator.issuer import SigningKey
 from tokenrelay.errors import ExchangeError
 from tokenrelay.lite.redact import fingerprint
@@ -147,8 +147,8 @@ async def test_configured_issuer_is_verified_through_discovery_and_jwks(http: ai
         trusting = Emulator(trusted_issuers=[platform.url + "/"])
         upstream = await stack.enter_async_context(EmulatorServer(trusting))
         org = upstream.emulator.organization("acme")
-        identity = upstream.emulator.resources.create_identity(
-            org.uid, {"claimMatch": {"issuer": platform.url, "subject": "ci"}}
+        identity = identities.create(
+            upstream.emulator.resources, org.uid, {"claimMatch": {"issuer": platform.url, "subject": "ci"}}
         )
         params = {"aud": upstream.url, "identity": identity.uid}
         for subject, expected in (("ci", 200), ("someone-else", 403)):

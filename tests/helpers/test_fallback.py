@@ -12,9 +12,12 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
+from tokenrelay.emulator.issuer import Issuer, SigningKey
+from tokenrelay.emulator.platforms import PlatformEndpoints
 from tokenrelay.helpers import direct as fallback
 from tokenrelay.helpers.source import CredentialError, fetch
 from tokenrelay.lite import aip193
+from tokenrelay.lite.jwtclaims import unverified_claims
 from tokenrelay.lite.redact import fingerprint
 from tokenrelay.testing import FakeTokenService, ThreadedServer, jti, make_jwt, refusal
 
@@ -234,3 +237,43 @@ def test_opaque_oidc_token_quoted_back_in_a_refusal_is_removed(
         fetch("aud", env)
     assert "opaque-oidc-value" not in str(caught.value)
     assert "unknown token [secure]" in str(caught.value)
+
+
+@pytest.fixture
+def gcp_metadata() -> Iterator[tuple[PlatformEndpoints, str]]:
+    """The emulator's platform endpoints (here: the GCP metadata server's) on a loopback thread."""
+    platforms = PlatformEndpoints(Issuer(SigningKey.generate(), lambda: ""))
+    app = web.Application()
+    platforms.add_routes(app, lambda request, what: None)
+    server = ThreadedServer(app).start()
+    yield platforms, server.url
+    server.stop()
+
+
+def test_the_direct_exchange_reads_through_any_source(
+    service: tuple[FakeTokenService, ThreadedServer],
+    env: dict[str, str],
+    gcp_metadata: tuple[PlatformEndpoints, str],
+) -> None:
+    """TOKENRELAY_ID_TOKEN_SOURCE=gcp: the helper mints at the metadata server for the auth URL."""
+    fake, _ = service
+    platforms, url = gcp_metadata
+    del env["TOKENRELAY_ID_TOKEN_FILE"]
+    env |= {"TOKENRELAY_ID_TOKEN_SOURCE": "gcp", "GCE_METADATA_HOST": url.removeprefix("http://")}
+    fetch("aud", env)
+    claims = unverified_claims(fake.seen_id_tokens[0])
+    assert claims is not None
+    assert (claims["iss"], claims["aud"]) == (
+        "https://accounts.google.com",
+        env["TOKENRELAY_AUTH_URL"].rstrip("/"),
+    )
+    assert platforms.calls == {"gcp": 1}
+
+
+def test_an_unknown_source_is_one_line_naming_the_variable(env: dict[str, str]) -> None:
+    """A misspelt TOKENRELAY_ID_TOKEN_SOURCE names the variable and the sources there are."""
+    env["TOKENRELAY_ID_TOKEN_SOURCE"] = "gitlab-ci"
+    with pytest.raises(
+        CredentialError, match=r"TOKENRELAY_ID_TOKEN_SOURCE: 'gitlab-ci' is not one of file, env, "
+    ):
+        fetch("aud", env)

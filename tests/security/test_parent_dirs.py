@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tokenrelay.sidecar.sinks import write_atomic
+from tokenrelay.sidecar.sinks import write_private_file
 from tokenrelay.sidecar.unixsocket import bind
 
 SRC = Path(__file__).resolve().parents[2] / "src"  # the tree under test, as the venv imports it
@@ -55,7 +55,7 @@ def test_token_file_parents_are_private_under_umask_000(
     no_umask: None, tmp_path: Path, file_mode: int, dir_mode: int
 ) -> None:
     """Missing directories above --token-file are 0700, plus search permission for its readers."""
-    write_atomic(tmp_path / "a" / "b" / "token", b"t", file_mode)
+    write_private_file(tmp_path / "a" / "b" / "token", b"t", file_mode)
     assert (mode(tmp_path / "a"), mode(tmp_path / "a" / "b")) == (dir_mode, dir_mode)
     assert mode(tmp_path) == 0o700  # pytest's own: an existing directory is left alone
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import aiohttp
 
-from tokenrelay.emulator import Emulator
+from tokenrelay.emulator import Emulator, groups
 from tokenrelay.emulator.errors import IAM_DOMAIN
 from tokenrelay.emulator.model import Group
 from tokenrelay.testing import FakeClock
@@ -56,7 +56,7 @@ class World:
             return response.status, (await response.json() if raw else None)
 
     def group(self, parent: str, name: str) -> Group:
-        return self.emulator.resources.create_group(parent, {"name": name})
+        return groups.create(self.emulator.resources, parent, {"name": name})
 
 
 def details(body: dict[str, Any], type_suffix: str) -> dict[str, Any]:

@@ -32,11 +32,12 @@ from ..lite.names import env as env_name
 from ..lite.names import flag as flag_name
 from ..lite.netloc import is_loopback, parse_hostport
 from ..lite.regularfile import NotRegularFile, read_regular
+from ..tokens.idsources.registry import SOURCES
 
 Kind = Literal[
     "str", "url", "path", "mode", "choice", "bool", "seconds", "int", "list", "uids", "hostport", "render"
 ]
-ID_TOKEN_SOURCES = ("file", "env", "github-actions")
+ID_TOKEN_SOURCES = tuple(SOURCES)
 LOG_FORMATS = ("json", "text")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 # Keys a shared TOML file may hold for other tokenrelay commands.
@@ -117,7 +118,7 @@ OPTIONS: tuple[Option, ...] = (
     # the platform's OIDC token
     Option(
         "id_token_source",
-        "Where the platform's OIDC token comes from.",
+        "Where the platform's OIDC token comes from (docs/platforms/); auto detects it.",
         kind="choice",
         choices=ID_TOKEN_SOURCES,
         metavar="SOURCE",
@@ -132,8 +133,15 @@ OPTIONS: tuple[Option, ...] = (
     Option("id_token_env", "Environment variable holding the platform's OIDC token.", metavar="VAR"),
     Option(
         "id_token_audience",
-        "Audience to request from GitHub Actions' OIDC endpoint (default: the --auth-url).",
+        "Audience to request of a source that mints the OIDC token at every exchange (GitHub Actions, "
+        "Buildkite, CircleCI's CLI, GCP, Azure; default: the --auth-url).",
         metavar="AUD",
+    ),
+    Option(
+        "azure_service_connection_id",
+        "Azure Pipelines service connection to request the OIDC token for "
+        "(default: AZURESUBSCRIPTION_SERVICE_CONNECTION_ID).",
+        metavar="ID",
     ),
     # the local API
     Option(
@@ -291,10 +299,11 @@ class Settings:
     audience: tuple[str, ...] = ()
     exchange_timeout: float = DEFAULT_EXCHANGE_TIMEOUT
     wait_timeout: float = DEFAULT_WAIT_TIMEOUT
-    id_token_source: str = "file"  # file | env | github-actions; "env" when only --id-token-env is set
+    id_token_source: str = "file"  # a name in idsources.SOURCES; "env" when only --id-token-env is set
     id_token_file: str = DEFAULT_ID_TOKEN_FILE
     id_token_env: str | None = None
     id_token_audience: str | None = None
+    azure_service_connection_id: str | None = None
     socket: str = DEFAULT_SOCKET
     socket_mode: int = DEFAULT_MODE
     socket_allow_uid: tuple[int, ...] = ()
@@ -591,16 +600,7 @@ _CONVERTERS: dict[Kind, Callable[[Option, Any], Any]] = {
 
 def _check(settings: Settings) -> None:
     """Rules that involve more than one option."""
-    source = settings.id_token_source
-    if source == "env" and not settings.id_token_env:
-        raise ConfigError(
-            f"--id-token-source env needs {where('id_token_env')} "
-            "naming the variable that holds the OIDC token"
-        )
-    if source != "env" and settings.id_token_env:
-        raise ConfigError(
-            f"{where('id_token_env')} does not go with --id-token-source {source}; set one of them"
-        )
+    _check_source(settings)
     if (
         settings.proxy_listen
         and not settings.proxy_allow_remote
@@ -660,6 +660,21 @@ def _check_renders(settings: Settings) -> None:
             render.parse(spec, render.options(settings.render_maven_ids)).format.check(hosts)
         except ValueError as exc:
             raise ConfigError(f"{where('render')}: {exc}") from None
+
+
+def _check_source(settings: Settings) -> None:
+    """The settings the chosen source needs are given, and none that only another source reads."""
+    name = settings.id_token_source
+    source = SOURCES[name]
+    for option in source.required:
+        if getattr(settings, option) is None:
+            raise ConfigError(
+                f"--id-token-source {name} needs {where(option)}: {OPTIONS_BY_NAME[option].help}"
+            )
+    for option in sorted({option for other in SOURCES.values() for option in other.options}):
+        given = getattr(settings, option) is not None and OPTIONS_BY_NAME[option].default is None
+        if given and option not in source.options:
+            raise ConfigError(f"{where(option)} does not go with --id-token-source {name}; set one of them")
 
 
 def parse_args(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> Settings:

@@ -19,7 +19,7 @@ from ..lite.jwtclaims import numeric_claim, unverified_claims
 from ..lite.redact import fingerprint
 from ..lite.timestamps import format_timestamp
 from ..sidecar.daemon import id_token_source
-from ..tokens import idsources as idtoken
+from ..tokens.idsources import SOURCES, Source
 from .report import Check, failed, passed, skipped, warning
 
 # kubelet replaces a projected token once 80% of its life has passed: a token older than that in
@@ -53,23 +53,27 @@ async def check(
     session: aiohttp.ClientSession,
     wall: Callable[[], float] = time.time,
 ) -> tuple[list[Check], OidcToken | None]:
-    source, where = settings.id_token_source, _where(settings)
     try:
-        reader = id_token_source(settings, session, environ)
-        if isinstance(reader, idtoken.FileSource | idtoken.EnvSource | idtoken.GitHubActionsSource):
-            reader.wall = _never
+        reader = id_token_source(settings, session, environ, wall=_never)
+    except ConfigError as exc:
+        return [failed("oidc.read", exc.message, SOURCES[settings.id_token_source].setup)], None
+    try:
         value = (await reader.read()).value
-    except (ConfigError, IdTokenError) as exc:
-        return [failed("oidc.read", exc.message, _read_fix(settings, exc.message))], None
+    except IdTokenError as exc:
+        return [failed("oidc.read", exc.message, reader.fix())], None
+    where = reader.description
     claims = unverified_claims(value)
     token = OidcToken(value, claims)
-    checks = [passed("oidc.read", f"read the OIDC token from {where}", fingerprint=fingerprint(value))]
+    checks = [
+        _chosen(settings, reader),
+        passed("oidc.read", f"read the OIDC token from {where}", fingerprint=fingerprint(value)),
+    ]
     if claims is None:
         checks.append(
             failed(
                 "oidc.jwt",
                 f"the OIDC token in {where} is not a JWT (three base64url parts joined by dots)",
-                f"point {_setting(source)} at the platform's OIDC token itself",
+                reader.fix(),
             )
         )
         return checks, token
@@ -82,37 +86,46 @@ async def check(
             claims=shown,
         )
     )
-    checks.append(_expiry(claims, settings, wall()))
-    checks.append(_audience(claims, settings))
+    checks.append(_expiry(claims, reader, wall()))
+    checks.append(_lifetime(claims, reader, wall()))
+    checks.append(_audience(claims, settings, reader))
     checks.append(_kubernetes(claims))
     return checks, token
 
 
-def _where(settings: Settings) -> str:
-    if settings.id_token_source == "env":
-        return f"environment variable {settings.id_token_env}"
-    if settings.id_token_source == "github-actions":
-        return "GitHub Actions' OIDC endpoint"
-    return f"file {settings.id_token_file}"
+def _chosen(settings: Settings, reader: Source) -> Check:
+    """Which source reads the token, why that one, and whether it can mint another."""
+    chosen, detected = reader.choice()
+    why = detected or f"--id-token-source {settings.id_token_source}"
+    if reader.mints:
+        kind = f"mints a new token for {expected_audience(settings)} at every exchange"
+    elif reader.fixed:
+        kind = "hands out the token the platform set once for the job: exchanges work only while it lives"
+    else:
+        kind = "re-reads the token at every exchange; the platform renews it"
+    return passed(
+        "oidc.source",
+        f"the {chosen.name} source ({why}) {kind}",
+        source=chosen.name,
+        why=why,
+        mints=reader.mints,
+        fixed=reader.fixed,
+    )
 
 
-def _setting(source: str) -> str:
-    return {
-        "env": "--id-token-env (env TOKENRELAY_ID_TOKEN_ENV)",
-        "github-actions": "--id-token-source github-actions",
-    }.get(source, "--id-token-file (env TOKENRELAY_ID_TOKEN_FILE)")
-
-
-def _read_fix(settings: Settings, message: str) -> str:
-    if settings.id_token_source == "file":
-        return (
-            f"mount the platform's token at {settings.id_token_file} (in Kubernetes a projected "
-            "serviceAccountToken volume, mounted as a directory, readable by the pod's runAsUser or "
-            "fsGroup) or point --id-token-file (env TOKENRELAY_ID_TOKEN_FILE) at it"
-        )
-    if settings.id_token_source == "env":
-        return f"export the OIDC token in {settings.id_token_env} where tokenrelay runs"
-    return "give the job `permissions: id-token: write` (GitHub Actions)"
+def _lifetime(claims: dict[str, Any], reader: Source, now: float) -> Check:
+    """A token that cannot be minted anew must outlive the job."""
+    if not reader.fixed:
+        return skipped("oidc.lifetime", "a fresh token is at hand at every exchange")
+    short = reader.shortfall(numeric_claim(claims, "exp"), now)
+    if short is None:
+        return passed("oidc.lifetime", "the OIDC token outlives the job as far as the platform tells")
+    return warning(
+        "oidc.lifetime",
+        short,
+        "use the platform's minting source where it has one (the CLI or endpoint: see docs/platforms/), "
+        "or give the token a lifetime as long as the job",
+    )
 
 
 def _claim(name: str, value: Any) -> str:
@@ -124,20 +137,15 @@ def _claim(name: str, value: Any) -> str:
     return str(value)
 
 
-def _expiry(claims: dict[str, Any], settings: Settings, now: float) -> Check:
+def _expiry(claims: dict[str, Any], reader: Source, now: float) -> Check:
     exp, iat = numeric_claim(claims, "exp"), numeric_claim(claims, "iat")
     if exp is None:
         return warning(
             "oidc.expiry",
             "the OIDC token has no exp claim: the token service will likely refuse it",
-            f"point {_setting(settings.id_token_source)} at the platform's OIDC token",
+            reader.fix(),
         )
-    renew = (
-        "kubelet renews a projected token at 80% of its life: check that the pod and its node are "
-        "healthy and that the volume is mounted as a directory (a subPath mount is never updated)"
-        if settings.id_token_source == "file"
-        else "fetch a fresh token: whatever sets it has stopped renewing it"
-    )
+    renew = reader.renewal()
     when = _claim("exp", exp)
     if exp <= now:
         return failed("oidc.expiry", f"the OIDC token expired at {when}, {now - exp:.0f}s ago", renew)
@@ -165,14 +173,14 @@ def expected_audience(settings: Settings) -> str:
     return settings.id_token_audience or settings.auth_url
 
 
-def _audience(claims: dict[str, Any], settings: Settings) -> Check:
+def _audience(claims: dict[str, Any], settings: Settings, reader: Source) -> Check:
     want = expected_audience(settings).rstrip("/")
     aud = claims.get("aud")
     listed = aud if isinstance(aud, list) else [aud]
     auds = [a for a in listed if isinstance(a, str)]
     if any(a.rstrip("/") == want for a in auds):
         return passed("oidc.audience", f"the OIDC token's audience is the token service's ({want})")
-    if settings.id_token_source == "github-actions":
+    if reader.mints:
         fix = f"request the token for {want}: --id-token-audience {want} (env TOKENRELAY_ID_TOKEN_AUDIENCE)"
     elif _is_kubernetes(claims):
         fix = (

@@ -144,8 +144,8 @@ async def exchanges(
 
 def _refused(name: str, audience: str, settings: Settings, token: OidcToken, exc: ExchangeError) -> Check:
     claims = token.claims or {}
-    iss, sub, aud = claims.get("iss"), claims.get("sub"), claims.get("aud")
-    seen = f"the OIDC token says iss={iss}, sub={sub}, aud={aud} (unverified)"
+    iss, sub, aud, exp = claims.get("iss"), claims.get("sub"), claims.get("aud"), claims.get("exp")
+    seen = f"the OIDC token says iss={iss}, sub={sub}, aud={aud}, exp={exp} (unverified)"
     code = exc.code
     details: dict[str, Any] = {"audience": audience, "status": exc.status, "code": code, "reason": exc.reason}
     if code == aip193.Code.PERMISSION_DENIED or (code is None and exc.status == 403):

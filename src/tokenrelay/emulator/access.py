@@ -11,31 +11,22 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from .errors import IAM_DOMAIN, permission_denied
-from .model import Role, is_within, role_uid
+from .model import RECORDS, Role, Writer, is_within, role_uid
 from .store import Store
 
 
-def _ops(kinds: tuple[str, ...], *verbs: str) -> frozenset[str]:
+def _ops(kinds: Iterable[str], *verbs: str) -> frozenset[str]:
     return frozenset(f"{kind}.{verb}" for kind in kinds for verb in verbs)
 
 
-IAM_KINDS = (
-    "groups",
-    "identities",
-    "roles",
-    "role_bindings",
-    "identity_providers",
-    "account_associations",
-    "group_invites",
-)
-READ = _ops((*IAM_KINDS, "repos", "tags", "advisories"), "list", "get") | {"repos.pull"}
-EDIT = READ | _ops(("groups", "account_associations"), "create", "update", "delete") | {"repos.push"}
-OWN = EDIT | _ops(
-    ("identities", "roles", "role_bindings", "identity_providers", "group_invites"),
-    "create",
-    "update",
-    "delete",
-)
+def _written_by(role: Writer) -> tuple[str, ...]:
+    return tuple(kind.table() for kind in RECORDS if role == kind.WRITER)
+
+
+# every kind is readable; the registry's tags are an API kind the store does not keep
+READ = _ops((*(kind.table() for kind in RECORDS), "tags"), "list", "get") | {"repos.pull"}
+EDIT = READ | _ops(_written_by("editor"), "create", "update", "delete") | {"repos.push"}
+OWN = EDIT | _ops(_written_by("owner"), "create", "update", "delete")
 PERMISSIONS = OWN  # what a custom role's capabilities may name
 
 ROLES: dict[str, Role] = {

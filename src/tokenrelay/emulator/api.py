@@ -1,15 +1,15 @@
 """The upstream API's HTTP face: every operation of the document, v2beta1 and v1, from one route table.
 
-Each resource kind is described once (``Kind``: its paths, permission name, table, rendering and
-rules); its List, Get, Create, Update and Delete handlers are made from that description, so every
-kind authenticates, checks its query, looks up, checks access and refuses in the same way and
-order: the bearer (16), the query parameters (3), the target (5), the caller's role bindings (7),
-then the body (3) and the resource's rules. Lists show only what the caller may read, filtered,
-then paginated.
+Each resource kind's HTTP face is described once (``Kind``: its record class, whose names give the
+path, the list key and the permissions; its rendering and rules); its List, Get, Create, Update and
+Delete handlers are made from that description, so every kind authenticates, checks its query, looks
+up, checks access and refuses in the same way and order: the bearer (16), the query parameters (3),
+the target (5), the caller's role bindings (7), then the body (3) and the resource's rules. Lists
+show only what the caller may read, filtered, then paginated.
 
-The route table is ``KINDS`` plus a few special routes (``add_routes``); a new kind is one more
-``Kind``. Reserved for the registry's tags: ``/registry/v2beta1/tags[/<uid>]`` (tag uid =
-``<repo uid>/<tag name>``).
+The route table is ``KINDS`` plus a few special routes (``add_routes``); a new kind is its record in
+``model.RECORDS`` and one more ``Kind`` (``tests/emulator/test_kinds.py`` checks both). Reserved for
+the registry's tags: ``/registry/v2beta1/tags[/<uid>]`` (tag uid = ``<repo uid>/<tag name>``).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any
 
 from aiohttp import web
 
-from . import access, associations, invites, pagination, providers, roles
+from . import access, associations, groups, identities, invites, pagination, providers, role_bindings, roles
 from .access import ROLES
 from .errors import (
     IAM_DOMAIN,
@@ -32,7 +32,19 @@ from .errors import (
     unauthenticated,
 )
 from .inputs import check_query, json_body
-from .model import Advisory, Group, Identity, Repo, RoleBinding, parent_of
+from .model import (
+    AccountAssociation,
+    Advisory,
+    Group,
+    GroupInvite,
+    Identity,
+    IdentityProvider,
+    Record,
+    Repo,
+    Role,
+    RoleBinding,
+    parent_of,
+)
 from .pagetoken import PageTokens
 from .resources import Resources, org_of
 from .sts import TokenService
@@ -87,15 +99,13 @@ Updater = Callable[[Resources, str, dict[str, Any], str | None], Any]  # (res, u
 class Kind:
     """One resource kind of the API and everything its handlers need to know about it."""
 
-    plural: str  # the path segment and the list envelope's key
+    record: type[Record]  # its PLURAL is the path segment and list key, its table() the permissions'
     prefix: str  # "/iam/v2beta1"
-    label: str  # for messages: "group"
-    permission: str  # "groups": groups.list, groups.get, ...
     domain: str
-    table: Callable[[Resources], Iterable[Any]]
-    lookup: Callable[[Resources, str], Any | None]
     render: Callable[[Resources, Any], Mapping[str, Any]]
     order: frozenset[str]
+    table: Callable[[Resources], Iterable[Any]] | None = None  # None: the store's table of ``record``
+    lookup: Callable[[Resources, str], Any | None] | None = None  # None: a look-up in that table
     scope: Callable[[Any], str | None] = lambda record: parent_of(record.uid)  # None: any caller
     filters: Mapping[str, str] = field(default_factory=dict)  # exact query filter -> attribute
     create: Creator | None = None
@@ -103,13 +113,29 @@ class Kind:
     delete: Callable[[Resources, str], None] | None = None
 
     @property
+    def plural(self) -> str:
+        return self.record.PLURAL
+
+    @property
+    def permission(self) -> str:
+        return self.record.table()  # "role_bindings": role_bindings.list, role_bindings.get, ...
+
+    @property
     def path(self) -> str:
         return f"{self.prefix}/{self.plural}"
 
+    def records(self, resources: Resources) -> Iterable[Any]:
+        if self.table is not None:
+            return self.table(resources)
+        return resources.store.table(self.record).values()
+
     def find(self, resources: Resources, uid: str) -> Any:
-        record = self.lookup(resources, uid)
+        if self.lookup is not None:
+            record = self.lookup(resources, uid)
+        else:
+            record = resources.store.table(self.record).get(uid)
         if record is None:
-            raise not_found(f"Not found: {self.label} {uid}", self.domain)
+            raise not_found(f"Not found: {self.record.label()} {uid}", self.domain)
         return record
 
     def require(self, request: web.Request, who: str, verb: str, record: Any) -> None:
@@ -129,7 +155,7 @@ class Kind:
         exact = {attribute: query[name] for name, attribute in self.filters.items() if name in query}
         scopes = access.scopes(ctx.resources.store, who, f"{self.permission}.list")
         items = []
-        for record in self.table(ctx.resources):
+        for record in self.records(ctx.resources):
             scope = self.scope(record)
             if (
                 in_hierarchy(record.uid, descendants_of, children_of)
@@ -199,14 +225,6 @@ class Kind:
 # -- the kinds --------------------------------------------------------------------------------------
 
 
-def _table(name: str) -> Callable[[Resources], Iterable[Any]]:
-    return lambda resources: getattr(resources.store, name).values()
-
-
-def _lookup(name: str) -> Callable[[Resources, str], Any | None]:
-    return lambda resources, uid: getattr(resources.store, name).get(uid)
-
-
 def _v2(resources: Resources, record: Any) -> Mapping[str, Any]:
     rendered: Mapping[str, Any] = record.v2()
     return rendered
@@ -224,7 +242,7 @@ def _create_binding(
         and org_of(identity_uid) == org_of(group_uid)
     ):
         access.require(resources.store, who, "identities.get", parent_of(identity_uid))
-    return resources.render_binding(resources.create_binding(group_uid, body))
+    return role_bindings.render(resources, role_bindings.create(resources, group_uid, body))
 
 
 def _create_invite(resources: Resources, who: str, group_uid: str, body: dict[str, Any]) -> Mapping[str, Any]:
@@ -237,24 +255,23 @@ def _all_roles(resources: Resources) -> Iterable[Any]:
 
 
 GROUPS = Kind(
-    "groups", "/iam/v2beta1", "group", "groups", IAM_DOMAIN,
-    _table("groups"), _lookup("groups"), _v2, NAMED,
+    Group, "/iam/v2beta1", IAM_DOMAIN, _v2, NAMED,
     scope=lambda group: group.uid,
     filters={"name": "name"},
-    create=lambda res, who, parent, body: res.create_group(parent, body).v2(),
-    update=Resources.patch_group,
-    delete=Resources.delete_group,
+    create=lambda res, who, parent, body: groups.create(res, parent, body).v2(),
+    update=groups.patch,
+    delete=groups.delete,
 )  # fmt: skip
 IDENTITIES = Kind(
-    "identities", "/iam/v2beta1", "identity", "identities", IAM_DOMAIN,
-    _table("identities"), _lookup("identities"), _v2, NAMED,
-    create=lambda res, who, parent, body: res.create_identity(parent, body).v2(),
-    update=Resources.patch_identity,
-    delete=Resources.delete_identity,
+    Identity, "/iam/v2beta1", IAM_DOMAIN, _v2, NAMED,
+    create=lambda res, who, parent, body: identities.create(res, parent, body).v2(),
+    update=identities.patch,
+    delete=identities.delete,
 )  # fmt: skip
 ROLE_KIND = Kind(
-    "roles", "/iam/v2beta1", "role", "roles", IAM_DOMAIN,
-    _all_roles, lambda res, uid: access.role(res.store, uid), _v2, NAMED,
+    Role, "/iam/v2beta1", IAM_DOMAIN, _v2, NAMED,
+    table=_all_roles,
+    lookup=lambda res, uid: access.role(res.store, uid),
     scope=lambda role: None if role.builtin else parent_of(role.uid),  # built-ins: every caller
     filters={"name": "name"},
     create=lambda res, who, parent, body: roles.create(res, parent, body).v2(),
@@ -262,42 +279,36 @@ ROLE_KIND = Kind(
     delete=roles.delete,
 )  # fmt: skip
 ROLE_BINDINGS = Kind(
-    "roleBindings", "/iam/v2beta1", "role binding", "role_bindings", IAM_DOMAIN,
-    _table("bindings"), _lookup("bindings"), Resources.render_binding, COMMON,
+    RoleBinding, "/iam/v2beta1", IAM_DOMAIN, role_bindings.render, COMMON,
     filters={"identityUid": "identity", "roleUid": "role"},
     create=_create_binding,
-    update=Resources.patch_binding,
-    delete=Resources.delete_binding,
+    update=role_bindings.patch,
+    delete=role_bindings.delete,
 )  # fmt: skip
 IDENTITY_PROVIDERS = Kind(
-    "identityProviders", "/iam/v2beta1", "identity provider", "identity_providers", IAM_DOMAIN,
-    _table("providers"), _lookup("providers"), _v2, NAMED,
+    IdentityProvider, "/iam/v2beta1", IAM_DOMAIN, _v2, NAMED,
     create=lambda res, who, parent, body: providers.create(res, parent, body).v2(),
     update=providers.patch,
     delete=providers.delete,
 )  # fmt: skip
 ACCOUNT_ASSOCIATIONS = Kind(
-    "accountAssociations", "/iam/v2beta1", "account association", "account_associations", IAM_DOMAIN,
-    _table("associations"), _lookup("associations"), _v2, NAMED,
+    AccountAssociation, "/iam/v2beta1", IAM_DOMAIN, _v2, NAMED,
     create=lambda res, who, parent, body: associations.create(res, parent, body).v2(),
     update=associations.patch,
     delete=associations.delete,
 )  # fmt: skip
 GROUP_INVITES = Kind(
-    "groupInvites", "/iam/v2beta1", "group invite", "group_invites", IAM_DOMAIN,
-    _table("invites"), _lookup("invites"), invites.render, COMMON | {"update_ms"},
+    GroupInvite, "/iam/v2beta1", IAM_DOMAIN, invites.render, COMMON | {"update_ms"},
     create=_create_invite,
     update=invites.patch,
     delete=invites.delete,
 )  # fmt: skip
 REPOS = Kind(
-    "repos", "/registry/v2beta1", "repo", "repos", REGISTRY_DOMAIN,
-    _table("repos"), _lookup("repos"), _v2, COMMON | {"name"},
+    Repo, "/registry/v2beta1", REGISTRY_DOMAIN, _v2, COMMON | {"name"},
     filters={"name": "name"},
 )  # fmt: skip
 ADVISORIES = Kind(
-    "advisories", "/vulnerabilities/v2beta1", "advisory", "advisories", VULNERABILITIES_DOMAIN,
-    _table("advisories"), _lookup("advisories"), _v2, COMMON | {"update_ms"},
+    Advisory, "/vulnerabilities/v2beta1", VULNERABILITIES_DOMAIN, _v2, COMMON | {"update_ms"},
     scope=lambda advisory: parent_of(parent_of(advisory.uid)),  # the group holding its repo
     filters={"vulnerabilityId": "vulnerability_id"},
 )  # fmt: skip
@@ -322,7 +333,7 @@ async def accept_invite(request: web.Request) -> web.Response:
     resources = request.app[CONTEXT].resources
     invite = GROUP_INVITES.find(resources, request.match_info["uid"])
     body = await json_body(request, IAM_DOMAIN)
-    return respond(resources.render_binding(invites.accept(resources, invite.uid, body, who)))
+    return respond(role_bindings.render(resources, invites.accept(resources, invite.uid, body, who)))
 
 
 # -- v1 ---------------------------------------------------------------------------------------------

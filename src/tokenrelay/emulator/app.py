@@ -22,7 +22,7 @@ from aiohttp import web
 from ..lite.aip193 import Code
 from ..lite.netloc import is_loopback
 from ..servingsite import ServingSite
-from . import api, providers
+from . import api, groups, identities, providers, repos, role_bindings
 from .access import ROLE_BY_NAME
 from .advisories import create_advisory
 from .errors import STS_DOMAIN, ApiError, invalid_argument, invalid_arguments, permission_denied, routing
@@ -33,6 +33,8 @@ from .malformed import http1_factory
 from .model import Advisory, Group, Identity, Repo, RoleBinding
 from .oidc import OidcVerifier, normalize
 from .pagetoken import PageTokens
+from .platforms import PLATFORMS, PLAYED_ISSUERS, PlatformEndpoints
+from .platforms import mint as mint_as
 from .registry import Registry
 from .registry import add_routes as add_registry_routes
 from .resources import Resources
@@ -79,7 +81,10 @@ class Emulator:
         self.resources = Resources(self.store, wall)
         self.issuer = Issuer(SigningKey.stored(self.store, "issuer"), lambda: self._base_url, wall)
         self._session: aiohttp.ClientSession | None = None
-        self.verifier = OidcVerifier(self.issuer, trusted_issuers, session=self._client, wall=wall)
+        self.verifier = OidcVerifier(
+            self.issuer, trusted_issuers, session=self._client, wall=wall, played=PLAYED_ISSUERS
+        )
+        self.platforms = PlatformEndpoints(self.issuer, wall=wall)
         self.tokens = TokenService(
             self.store,
             SigningKey.stored(self.store, "sts"),
@@ -118,21 +123,22 @@ class Emulator:
     # -- the Python face ------------------------------------------------------------------------
 
     def organization(self, name: str, description: str = "") -> Group:
-        return self.resources.create_group("", {"name": name, "description": description})
+        return groups.create(self.resources, "", {"name": name, "description": description})
 
     def workload(self, group_uid: str, subject: str, role: str = "owner", name: str = "workload") -> Workload:
         """An identity in ``group_uid`` matching this issuer and ``subject``, bound to ``role`` there."""
-        identity = self.resources.create_identity(
+        identity = identities.create(
+            self.resources,
             group_uid,
             {"name": name, "claimMatch": {"issuer": self.issuer.url, "subject": subject}},
         )
-        binding = self.resources.create_binding(
-            group_uid, {"identityUid": identity.uid, "roleUid": ROLE_BY_NAME[role].uid}
+        binding = role_bindings.create(
+            self.resources, group_uid, {"identityUid": identity.uid, "roleUid": ROLE_BY_NAME[role].uid}
         )
-        return Workload(self.resources.group(group_uid), identity, binding, subject)
+        return Workload(groups.get(self.resources, group_uid), identity, binding, subject)
 
     def repo(self, group_uid: str, name: str) -> Repo:
-        return self.resources.create_repo(group_uid, name)
+        return repos.create(self.resources, group_uid, name)
 
     def advisory(self, repo_uid: str, fields: dict[str, object]) -> Advisory:
         """Seed an advisory about a repo (the API has no create for them): ``vulnerabilityId``,
@@ -160,6 +166,7 @@ class Emulator:
         app.router.add_post(STS_PATH + "/exchange", self._exchange)
         app.router.add_post(MINT_PATH, self._mint)
         app.router.add_post(ADVISORY_SEED_PATH + "/{uid:.+}", self._seed_advisory)
+        self.platforms.add_routes(app, _loopback_only)
         api.add_routes(app)
         add_registry_routes(app, self.registry)
         app.cleanup_ctx.append(self._lifespan)
@@ -198,8 +205,9 @@ class Emulator:
         _loopback_only(request, "minting")
         check_query(request, (), STS_DOMAIN)
         body = await json_body(request, STS_DOMAIN)
-        fields = Fields(body, ("sub", "aud", "lifetime"), STS_DOMAIN)
-        subject = fields.text("sub", required=True, limit=1024)
+        fields = Fields(body, ("sub", "aud", "lifetime", "platform"), STS_DOMAIN)
+        platform = fields.text("platform", limit=64) if body.get("platform") is not None else ""
+        subject = fields.text("sub", required=not platform, limit=1024)
         audience = fields.text("aud", limit=2048) if body.get("aud") is not None else ""
         lifetime = body.get("lifetime", 3600)
         if (
@@ -208,8 +216,14 @@ class Emulator:
             or not 0 < lifetime <= 7 * 86400
         ):
             fields.add("lifetime", "seconds, more than 0 and at most a week")
+        if platform and platform not in PLATFORMS:
+            fields.add("platform", f"one of {', '.join(PLATFORMS)}")
         fields.check()
-        return api.respond({"token": self.issuer.mint(subject, audience or self.base_url, lifetime)})
+        if platform:
+            token = mint_as(self.issuer, platform, audience or self.base_url, lifetime)
+        else:
+            token = self.issuer.mint(subject, audience or self.base_url, lifetime)
+        return api.respond({"token": token})
 
     async def _seed_advisory(self, request: web.Request) -> web.Response:
         """Advisories have no create in the API: the operator seeds them here; loopback callers only."""

@@ -10,6 +10,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from . import groups
 from .errors import IAM_DOMAIN
 from .inputs import MAX_NAME, Fields
 from .model import AccountAssociation
@@ -43,7 +44,7 @@ UPDATABLE = (
 
 
 def get(res: Resources, uid: str) -> AccountAssociation:
-    return res.find(res.store.associations, "account association", uid)
+    return res.find(AccountAssociation, uid)
 
 
 def _fields(body: Mapping[str, Any], violations: Violations) -> tuple[str, str, str, dict[str, str]]:
@@ -69,7 +70,7 @@ def _fields(body: Mapping[str, Any], violations: Violations) -> tuple[str, str, 
 
 
 def create(res: Resources, group_uid: str, body: Mapping[str, Any]) -> AccountAssociation:
-    res.group(group_uid)
+    groups.get(res, group_uid)
     name, description, provider, account = _fields(body, [])
     now = res.now_ms()
     association = AccountAssociation(res.new_uid(group_uid), name, description, provider, account, now, now)

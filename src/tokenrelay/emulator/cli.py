@@ -20,6 +20,22 @@ from collections.abc import Callable
 from ..lite.netloc import parse_hostport
 
 DEFAULT_LISTEN = "127.0.0.1:8787"
+# The platforms' own commands, played against a running emulator (standins.py): put a script that
+# runs `tokenrelay emulate buildkite-agent "$@"` on PATH as `buildkite-agent`.
+STAND_INS = {
+    "buildkite-agent": "a `buildkite-agent oidc request-token` that asks the emulator's Buildkite agent API",
+    "circleci": "a `circleci run oidc get` that asks the emulator's CircleCI endpoint",
+}
+PLATFORM_NAMES = (
+    "github-actions",
+    "gitlab",
+    "buildkite",
+    "circleci",
+    "bitbucket",
+    "azure-pipelines",
+    "gcp",
+    "azure",
+)
 URL_ENV = "TOKENRELAY_EMULATOR_URL"
 
 
@@ -66,7 +82,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     actions = parser.add_subparsers(dest="action", metavar="ACTION")
     mint = actions.add_parser("mint", help="print a platform OIDC token signed by a running emulator")
-    mint.add_argument("--sub", required=True, help="the token's subject")
+    mint.add_argument("--sub", help="the token's subject (required unless --platform)")
     mint.add_argument("--aud", help="the token's audience (default: the emulator's URL)")
     mint.add_argument("--lifetime", type=_seconds, default=3600.0, metavar="SECONDS", help="Default: 3600")
     mint.add_argument(
@@ -79,11 +95,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="instead of printing, keep DIR/token fresh (kubelet-style symlink swap) until interrupted",
     )
+    mint.add_argument(
+        "--platform",
+        choices=PLATFORM_NAMES,
+        help="mint with this platform's issuer and claims (docs/emulator.md); --sub is then ignored",
+    )
+    for name, summary in STAND_INS.items():
+        stand_in = actions.add_parser(name, help=summary, add_help=False)
+        stand_in.add_argument("words", nargs=argparse.REMAINDER)
 
 
 def run(args: argparse.Namespace) -> int:
     if args.action == "mint":
         return _mint(args)
+    if args.action in STAND_INS:
+        from .standins import STAND_INS as commands
+
+        return commands[args.action](args.words)
     from ..cli import run_service
 
     return run_service("emulate", lambda: serve(args), log_level="info", interrupted=0)
@@ -142,8 +170,14 @@ def _say(line: str) -> None:
 
 
 def _mint(args: argparse.Namespace) -> int:
+    if not (args.sub or args.platform):
+        raise SystemExit(
+            "tokenrelay emulate mint: give --sub SUBJECT, or --platform NAME for a platform's own"
+        )
     url = args.url.rstrip("/") + "/emulator/v1/mint"
     payload = {"sub": args.sub, "aud": args.aud, "lifetime": args.lifetime}
+    if args.platform:
+        payload["platform"] = args.platform
 
     def fetch() -> str:
         # the URL is the user's own --url, an http:// address of an emulator

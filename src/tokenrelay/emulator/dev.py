@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from ..config import Settings
 from ..lite.netloc import is_loopback, parse_hostport
 from ..sidecar.listening import bind_error
-from . import commandpaths
+from . import commandpaths, groups
 from .commandpaths import installed, scripts_dir, sh
 
 if TYPE_CHECKING:
@@ -111,7 +111,7 @@ async def main(args: argparse.Namespace, stop: asyncio.Event | None = None) -> i
         url = server.url
         org = emulator.organization("dev", "made by tokenrelay dev")
         for name, repos in (("team-a", ["web", "worker"]), ("team-b", ["api"])):
-            group = emulator.resources.create_group(org.uid, {"name": name})
+            group = groups.create(emulator.resources, org.uid, {"name": name})
             for repo in repos:
                 emulator.repo(group.uid, repo)
         workload = emulator.workload(org.uid, SUBJECT, role="owner", name="tokenrelay dev")

@@ -26,6 +26,7 @@ MAX_QUERY_VALUE = 2048
 MAX_INT = 2**31 - 1  # the proto int32 of page_size and skip
 MAX_JSON_INT_DIGITS = 18
 MAX_NAME = 128
+MAX_SUBJECT = 1024  # a claim's subject; also any uid a body names
 MAX_TEXT = 2048  # descriptions, summaries
 MAX_URL = 2048
 MAX_LIST = 64

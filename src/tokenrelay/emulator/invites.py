@@ -13,12 +13,12 @@ import secrets
 from collections.abc import Mapping
 from typing import Any
 
-from . import access
+from . import access, groups, identities, role_bindings, roles
 from .errors import IAM_DOMAIN, failed_precondition, permission_denied
-from .inputs import Fields
+from .inputs import MAX_SUBJECT, Fields
 from .model import GroupInvite, RoleBinding, timestamp
 from .patching import Violations, merge
-from .resources import MAX_SUBJECT, Resources
+from .resources import Resources
 
 KNOWN = ("roleUid", "expireTime", "singleUse", "uid", "role", "code", "createTime", "updateTime")
 UPDATABLE = ("expireTime", "singleUse")
@@ -31,7 +31,7 @@ def code_digest(code: str) -> str:
 
 
 def get(res: Resources, uid: str) -> GroupInvite:
-    return res.find(res.store.invites, "group invite", uid)
+    return res.find(GroupInvite, uid)
 
 
 def _fields(
@@ -49,7 +49,7 @@ def _fields(
     if kept is None and role_uid:
         if access.role(res.store, role_uid) is None:
             fields.add("roleUid", f"no role {role_uid}")
-        res.check_role_usable(role_uid, group_uid, "roleUid", fields.violations)
+        roles.check_usable(res, role_uid, group_uid, "roleUid", fields.violations)
     if kept is not None and body.get("expireTime") == timestamp(kept.expire_ms):
         expire_ms: int | None = kept.expire_ms
     elif "expireTime" not in body:
@@ -67,7 +67,7 @@ def _fields(
 
 def create(res: Resources, group_uid: str, body: Mapping[str, Any]) -> tuple[GroupInvite, str]:
     """The invite and its code (shown once: only its digest is kept)."""
-    res.group(group_uid)
+    groups.get(res, group_uid)
     role_uid, expire_ms, single_use = _fields(res, group_uid, body, [], kept=None)
     code = secrets.token_urlsafe(24)
     now = res.now_ms()
@@ -110,8 +110,8 @@ def accept(res: Resources, uid: str, body: Mapping[str, Any], identity_uid: str)
                 }
             ],
         )
-    res.identity(identity_uid)
-    binding = res.bind(invite.group, identity_uid, invite.role)
+    identities.get(res, identity_uid)
+    binding = role_bindings.bind(res, invite.group, identity_uid, invite.role)
     if invite.single_use:
         res.store.remove(invite)
     return binding
@@ -120,7 +120,7 @@ def accept(res: Resources, uid: str, body: Mapping[str, Any], identity_uid: str)
 def render(res: Resources, invite: GroupInvite) -> dict[str, Any]:
     return {
         "uid": invite.uid,
-        "role": res.role(invite.role).ref(),
+        "role": roles.get(res, invite.role).ref(),
         "expireTime": timestamp(invite.expire_ms),
         "singleUse": invite.single_use,
         "createTime": timestamp(invite.create_ms),

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from . import groups
 from .errors import IAM_DOMAIN
 from .inputs import MAX_NAME, Fields
 from .model import IdentityProvider, is_within, parent_of
@@ -24,12 +25,12 @@ def trusted_issuers(store: Store, identity_uid: str) -> frozenset[str]:
     """Issuers of the identity providers of the identity's group and its ancestors."""
     group = parent_of(identity_uid)
     return frozenset(
-        p.issuer.rstrip("/") for p in store.providers.values() if is_within(group, parent_of(p.uid))
+        p.issuer.rstrip("/") for p in store.identity_providers.values() if is_within(group, parent_of(p.uid))
     )
 
 
 def get(res: Resources, uid: str) -> IdentityProvider:
-    return res.find(res.store.providers, "identity provider", uid)
+    return res.find(IdentityProvider, uid)
 
 
 def _fields(body: Mapping[str, Any], violations: Violations) -> tuple[str, str, str]:
@@ -43,7 +44,7 @@ def _fields(body: Mapping[str, Any], violations: Violations) -> tuple[str, str, 
 
 
 def create(res: Resources, group_uid: str, body: Mapping[str, Any]) -> IdentityProvider:
-    res.group(group_uid)
+    groups.get(res, group_uid)
     name, description, issuer = _fields(body, [])
     now = res.now_ms()
     provider = IdentityProvider(res.new_uid(group_uid), name, description, issuer, now, now)

@@ -10,15 +10,32 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from . import access
-from .errors import IAM_DOMAIN, in_use, permission_denied
+from . import access, groups
+from .errors import IAM_DOMAIN, in_use, not_found, permission_denied
 from .inputs import Fields
-from .model import Role
+from .model import Role, is_within, parent_of
 from .patching import Violations, merge
 from .resources import Resources
 
 KNOWN = ("name", "description", "capabilities", "uid", "createTime", "updateTime")
 UPDATABLE = ("name", "description", "capabilities")
+
+
+def get(res: Resources, uid: str) -> Role:
+    """A built-in or custom role."""
+    found = access.role(res.store, uid)
+    if found is None:
+        raise not_found(f"Not found: role {uid}")
+    return found
+
+
+def check_usable(res: Resources, role_uid: str, group_uid: str, field: str, violations: Violations) -> None:
+    """A custom role is usable in the group that defines it and below; built-ins everywhere."""
+    role = access.role(res.store, role_uid)
+    if role is not None and not role.builtin and not is_within(group_uid, parent_of(role.uid)):
+        violations.append(
+            (field, f"role {role_uid} is defined in group {parent_of(role.uid)}: bind it there or below")
+        )
 
 
 def _fields(body: Mapping[str, Any], violations: Violations) -> tuple[str, str, tuple[str, ...]]:
@@ -35,7 +52,7 @@ def _fields(body: Mapping[str, Any], violations: Violations) -> tuple[str, str, 
 
 
 def create(res: Resources, group_uid: str, body: Mapping[str, Any]) -> Role:
-    res.group(group_uid)
+    groups.get(res, group_uid)
     name, description, capabilities = _fields(body, [])
     now = res.now_ms()
     role = Role(res.new_uid(group_uid), name, description, capabilities, now, now)
@@ -44,7 +61,7 @@ def create(res: Resources, group_uid: str, body: Mapping[str, Any]) -> Role:
 
 
 def custom(res: Resources, uid: str) -> Role:
-    role = res.role(uid)
+    role = get(res, uid)
     if role.builtin:
         raise permission_denied(f"Permission denied: the built-in role {role.name} cannot be changed")
     return role
@@ -66,8 +83,8 @@ def delete(res: Resources, uid: str) -> None:
     """Refused with FAILED_PRECONDITION while role bindings or group invites name the role."""
     role = custom(res, uid)
     users = {
-        "roleBindings": sorted(b.uid for b in res.store.bindings.values() if b.role == uid),
-        "groupInvites": sorted(i.uid for i in res.store.invites.values() if i.role == uid),
+        "roleBindings": sorted(b.uid for b in res.store.role_bindings.values() if b.role == uid),
+        "groupInvites": sorted(i.uid for i in res.store.group_invites.values() if i.role == uid),
     }
     if any(users.values()):
         raise in_use("role", uid, {kind: uids for kind, uids in users.items() if uids})

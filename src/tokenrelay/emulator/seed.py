@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from . import groups
 from .app import Emulator
 from .model import Group, Identity
 from .registry import tiny_image
@@ -66,7 +67,7 @@ def seed(emulator: Emulator) -> Seeded:
     uids = {"": org.uid}
     for path, repos in LAYOUT.items():
         parent, _, name = path.rpartition("/")
-        group = emulator.resources.create_group(uids[parent], {"name": name})
+        group = groups.create(emulator.resources, uids[parent], {"name": name})
         uids[path] = group.uid
         for repo in repos:
             emulator.repo(group.uid, repo)

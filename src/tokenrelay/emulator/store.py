@@ -11,10 +11,11 @@ import dataclasses
 import json
 import sqlite3
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 from .model import (
     RECORD_TYPES,
+    RECORDS,
     AccountAssociation,
     Advisory,
     Group,
@@ -26,6 +27,8 @@ from .model import (
     Role,
     RoleBinding,
 )
+
+R = TypeVar("R", bound=Record)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS resources (
@@ -40,26 +43,18 @@ class Store:
 
     def __init__(self, path: str | None = None) -> None:
         self.path = path
+        # one table per kind of model.RECORDS, named by its table(): typed here for the rules modules
         self.groups: dict[str, Group] = {}
         self.identities: dict[str, Identity] = {}
-        self.bindings: dict[str, RoleBinding] = {}
+        self.role_bindings: dict[str, RoleBinding] = {}
         self.repos: dict[str, Repo] = {}
         self.roles: dict[str, Role] = {}  # custom roles only; the built-in ones live in access.ROLES
-        self.providers: dict[str, IdentityProvider] = {}
-        self.associations: dict[str, AccountAssociation] = {}
-        self.invites: dict[str, GroupInvite] = {}
+        self.identity_providers: dict[str, IdentityProvider] = {}
+        self.account_associations: dict[str, AccountAssociation] = {}
+        self.group_invites: dict[str, GroupInvite] = {}
         self.advisories: dict[str, Advisory] = {}
-        self._tables: dict[str, dict[str, Any]] = {
-            Group.KIND: self.groups,
-            Identity.KIND: self.identities,
-            RoleBinding.KIND: self.bindings,
-            Repo.KIND: self.repos,
-            Role.KIND: self.roles,
-            IdentityProvider.KIND: self.providers,
-            AccountAssociation.KIND: self.associations,
-            GroupInvite.KIND: self.invites,
-            Advisory.KIND: self.advisories,
-        }
+        # a kind without its attribute fails here, at start-up
+        self._tables: dict[str, dict[str, Any]] = {cls.KIND: getattr(self, cls.table()) for cls in RECORDS}
         self._keys: dict[str, bytes] = {}
         # identity uid -> its bindings' uids: every API request checks access through this
         self._bindings_of: dict[str, set[str]] = {}
@@ -71,8 +66,10 @@ class Store:
             self._db.executescript(_SCHEMA)
             self._load(self._db)
 
-    def _table(self, kind: str) -> dict[str, Any]:
-        return self._tables[kind]
+    def table(self, kind: type[R]) -> dict[str, R]:
+        """The records of ``kind`` by uid."""
+        table: dict[str, R] = self._tables[kind.KIND]
+        return table
 
     def _load(self, db: sqlite3.Connection) -> None:
         for kind, body in db.execute("SELECT kind, body FROM resources"):
@@ -85,7 +82,7 @@ class Store:
         self._keys = {name: bytes(pem) for name, pem in db.execute("SELECT name, pem FROM keys")}
 
     def _remember(self, record: Record) -> None:
-        self._table(record.KIND)[record.uid] = record
+        self.table(type(record))[record.uid] = record
         if isinstance(record, RoleBinding):
             self._bindings_of.setdefault(record.identity, set()).add(record.uid)
 
@@ -103,7 +100,7 @@ class Store:
             )
 
     def remove(self, record: Record) -> None:
-        self._table(record.KIND).pop(record.uid, None)
+        self.table(type(record)).pop(record.uid, None)
         if isinstance(record, RoleBinding):
             self._bindings_of.get(record.identity, set()).discard(record.uid)
         if self._db is not None:
@@ -111,7 +108,7 @@ class Store:
 
     def bindings_of(self, identity_uid: str) -> Iterator[RoleBinding]:
         for uid in self._bindings_of.get(identity_uid, ()):
-            yield self.bindings[uid]
+            yield self.role_bindings[uid]
 
     def key(self, name: str) -> bytes | None:
         """A stored private key (PEM), or None."""

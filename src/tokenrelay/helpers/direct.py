@@ -1,15 +1,20 @@
 """A direct exchange for when no sidecar answers, with the token cached on disk for the next run.
 
 Enabled by ``TOKENRELAY_AUTH_URL``, ``TOKENRELAY_IDENTITY`` and an OIDC source
-(``TOKENRELAY_ID_TOKEN_FILE``, or ``TOKENRELAY_ID_TOKEN_ENV`` naming a variable), the same names
-``tokenrelay run`` reads. The cache lives in ``$XDG_CACHE_HOME/tokenrelay/`` (``~/.cache/tokenrelay/``):
-the directory is 0700, each file 0600 and written to a temporary name then renamed, so a helper running
-at the same moment reads the old token or the new one, never half of either. A cached token is reused
-while at least five minutes remain, which leaves any client time to finish with it.
+(``TOKENRELAY_ID_TOKEN_FILE``, ``TOKENRELAY_ID_TOKEN_ENV`` naming a variable, or
+``TOKENRELAY_ID_TOKEN_SOURCE`` naming any source of ``tokenrelay run``: a CI system, a cloud, ``auto``),
+the same names ``tokenrelay run`` reads. The OIDC token is read through the sidecar's own sources
+(``tokens.idsources``), their messages naming these variables.
 
-Only this module talks HTTP, and it imports urllib only when it actually exchanges. The OIDC token
-and the service's answer pass the sidecar's own checks (``oidctoken``, ``stsanswer``), worded here
-with the environment variables to set rather than ``tokenrelay run``'s flags.
+The cache lives in ``$XDG_CACHE_HOME/tokenrelay/`` (``~/.cache/tokenrelay/``): the directory is
+0700, each file 0600 and written to a temporary name then renamed, so a helper running at the same
+moment reads the old token or the new one, never half of either. A cached token is reused while at
+least five minutes remain, which leaves any client time to finish with it.
+
+Only this module talks to the token service, and it imports urllib only when it actually exchanges (a
+source that asks its platform loads asyncio, and aiohttp, only then). The service's answer passes the
+sidecar's own checks (``stsanswer``), worded here with the environment variables to set rather than
+``tokenrelay run``'s flags.
 """
 
 from __future__ import annotations
@@ -27,14 +32,17 @@ from . import Credential, CredentialError
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import urllib.request
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Coroutine, Mapping
+    from typing import Any
 
+    from ..tokens.idsources import IdToken
     from . import Exchange
 
 AUTH_URL_ENV = env("auth_url")
 IDENTITY_ENV = env("identity")
 ID_TOKEN_FILE_ENV = env("id_token_file")
 ID_TOKEN_ENV_ENV = env("id_token_env")
+SOURCE_ENV = env("id_token_source")
 TIMEOUT_ENV = env("exchange_timeout")
 HINT = (
     f"or set {AUTH_URL_ENV}, {IDENTITY_ENV} and {ID_TOKEN_FILE_ENV} (or {ID_TOKEN_ENV_ENV}) "
@@ -47,7 +55,9 @@ MAX_BYTES = 1 << 20  # of a cache file
 
 def configured(environ: Mapping[str, str]) -> bool:
     """True when every input of a direct exchange is set."""
-    has_source = bool(environ.get(ID_TOKEN_FILE_ENV) or environ.get(ID_TOKEN_ENV_ENV))
+    has_source = bool(
+        environ.get(ID_TOKEN_FILE_ENV) or environ.get(ID_TOKEN_ENV_ENV) or environ.get(SOURCE_ENV)
+    )
     return bool(environ.get(AUTH_URL_ENV) and environ.get(IDENTITY_ENV) and has_source)
 
 
@@ -67,14 +77,15 @@ def fetch(
     cached = load_cached(path, now)
     if cached is not None:
         return cached
-    id_token = read_id_token(environ, now)
+    timeout = timeout_from(environ)
+    id_token = read_id_token(environ, now, auth_url=auth_url, timeout=timeout)
     do_exchange = exchange or exchange_token
     token, expiry = do_exchange(
         auth_url=auth_url,
         audience=audience,
         identity=identity,
         id_token=id_token,
-        timeout=timeout_from(environ),
+        timeout=timeout,
     )
     expiry = token_expiry(token, expiry, now)
     store_cached(directory, path, token, expiry)
@@ -117,22 +128,45 @@ def timeout_from(environ: Mapping[str, str]) -> float:
 # -- the OIDC token ----------------------------------------------------------------------------
 
 
-def read_id_token(environ: Mapping[str, str], now: float) -> str:
-    """The platform's OIDC token, read afresh (kubelet and CI runners rotate it); raises CredentialError."""
-    from ..errors import IdTokenError
-    from ..lite.oidccheck import checked, read_id_token_file
+def read_id_token(environ: Mapping[str, str], now: float, *, auth_url: str, timeout: float) -> str:
+    """The platform's OIDC token, read afresh through the source the environment names (the file,
+    unless TOKENRELAY_ID_TOKEN_ENV or TOKENRELAY_ID_TOKEN_SOURCE says); raises CredentialError."""
+    from ..errors import ConfigError, IdTokenError
+    from ..lite.names import DEFAULT_ID_TOKEN_FILE
+    from ..tokens.idsources import SOURCE_SETTINGS, SOURCES, SourceInputs
 
-    variable = environ.get(ID_TOKEN_ENV_ENV)
+    name = (environ.get(SOURCE_ENV) or ("env" if environ.get(ID_TOKEN_ENV_ENV) else "file")).strip().lower()
+    if name not in SOURCES:
+        raise CredentialError(f"{SOURCE_ENV}: {name!r} is not one of {', '.join(SOURCES)}")
+    inputs = SourceInputs(
+        environ=environ,
+        audience=environ.get(env("id_token_audience")) or auth_url,
+        id_token_file=environ.get(ID_TOKEN_FILE_ENV) or DEFAULT_ID_TOKEN_FILE,
+        id_token_env=environ.get(ID_TOKEN_ENV_ENV) or None,
+        settings={name: environ[env(name)] for name in SOURCE_SETTINGS if environ.get(env(name))},
+        timeout=timeout,
+        wall=lambda: now,
+        spell=env,
+    )
     try:
-        if not variable:
-            return read_id_token_file(environ[ID_TOKEN_FILE_ENV], ID_TOKEN_FILE_ENV, lambda: now)[0]
-        where = f"environment variable {variable} (named by {ID_TOKEN_ENV_ENV})"
-        value = environ.get(variable)
-        if value is None:
-            raise CredentialError(f"{where} is not set")
-        return checked(value, where, lambda: now)[0]
-    except IdTokenError as exc:
+        source = SOURCES[name].build(inputs)
+        return _completed(source.read()).value
+    except (ConfigError, IdTokenError) as exc:
         raise CredentialError(str(exc)) from None
+
+
+def _completed(read: Coroutine[Any, Any, IdToken]) -> IdToken:
+    """The read's result, on an event loop of its own (on a thread when the caller runs one)."""
+    import asyncio
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(read)
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as thread:  # an in-process caller already inside an event loop
+        return thread.submit(asyncio.run, read).result()
 
 
 # -- the exchange ------------------------------------------------------------------------------

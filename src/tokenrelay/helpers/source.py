@@ -2,7 +2,7 @@
 
 The socket is ``TOKENRELAY_SOCKET`` (default: where ``tokenrelay run`` listens). When no sidecar
 answers there and ``TOKENRELAY_AUTH_URL``, ``TOKENRELAY_IDENTITY`` and an OIDC source are set, the
-helper exchanges by itself (see ``fallback``). A sidecar that answers with a refusal is the
+helper exchanges by itself (see ``direct``). A sidecar that answers with a refusal is the
 authority: its refusal is reported, not worked around. ``errors`` is imported only when the socket
 gave no token, so a successful run never loads it; ``CredentialError`` is still handed on from here.
 """
@@ -33,11 +33,11 @@ def fetch(audience: str, environ: "Mapping[str, str] | None" = None) -> Credenti
     except socketclient.LocalApiError as exc:  # looked up (and errors loaded) only on a failure
         if exc.status is not None:
             raise credential_error(f"the tokenrelay sidecar at {path} has no token: {exc}") from None
-        from . import direct as fallback
+        from . import direct
 
-        if fallback.configured(env):
-            return fallback.fetch(audience, env)
-        raise credential_error(f"{exc}; {fallback.HINT}") from None
+        if direct.configured(env):
+            return direct.fetch(audience, env)
+        raise credential_error(f"{exc}; {direct.HINT}") from None
     return Credential(token, expires_at)
 
 

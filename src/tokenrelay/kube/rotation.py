@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from cryptography import x509
 
-from ..sidecar.sinks import write_atomic
+from ..sidecar.sinks import write_private_file
 from . import certs
 
 if TYPE_CHECKING:
@@ -119,6 +119,6 @@ class Rotator:
         # The key before the certificate: a reload between the two must not pair a new cert with an old key
         # for long; the listener reloads only once both are written (on_files).
         for name in (certs.TLS_KEY, certs.TLS_CERT, certs.CA_CERT):
-            write_atomic(self._tls_dir / name, files[name], 0o600)
+            write_private_file(self._tls_dir / name, files[name], 0o600)
         self._written = files
         self._on_files()

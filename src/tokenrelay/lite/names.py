@@ -20,6 +20,7 @@ OPTION_NAMES = (
     "id_token_file",
     "id_token_env",
     "id_token_audience",
+    "azure_service_connection_id",
     "socket",
     "socket_mode",
     "socket_allow_uid",

@@ -1,8 +1,8 @@
 """The checks an OIDC token passes before any request carries it, wherever it was read from.
 
 A token that is missing, empty or (when it is a JWT) already expired is refused here with a message
-saying what to fix; so is a file that cannot be a token. The sidecar's sources (``idtoken``) and the
-credential helpers' direct exchange (``helpers.fallback``) both read through these. Standard library
+saying what to fix; so is a file that cannot be a token. The sidecar's sources (``idsources``) and the
+credential helpers' direct exchange (``helpers.direct``) both read through these. Standard library
 only, and no dataclasses (whose import of inspect would cost a helper ~10 ms): the helpers must start
 quickly and never load aiohttp.
 """
@@ -14,7 +14,6 @@ import time
 from ..errors import IdTokenError
 from .jwtclaims import numeric_claim, unverified_claims
 from .regularfile import NotRegularFile, read_regular
-from .timestamps import format_timestamp
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: the helpers import this module
 if TYPE_CHECKING:
@@ -37,6 +36,8 @@ def checked(raw: str, where: str, wall: Callable[[], float] = time.time) -> tupl
     claims = unverified_claims(value)
     expiry = numeric_claim(claims, "exp") if claims else None
     if expiry is not None and expiry <= wall():
+        from .timestamps import format_timestamp  # datetime, only for the message
+
         raise IdTokenError(
             f"the OIDC token in {where} expired at {format_timestamp(expiry)}; "
             "whatever writes it (kubelet, the CI runner) has stopped renewing it"

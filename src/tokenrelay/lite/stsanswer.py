@@ -3,7 +3,7 @@
 ``GET {auth_url}/sts/exchange`` answers 200 ``{"token": "..."}`` (with ``expiry`` when the service
 states one; unknown fields are ignored) or a refusal, read as an AIP-193 body so that it reaches the
 person who must act as the service's own words. The sidecar (``sts``, aiohttp) and the credential
-helpers' direct exchange (``helpers.fallback``, urllib) both read answers here. Standard library
+helpers' direct exchange (``helpers.direct``, urllib) both read answers here. Standard library
 only, and no dataclasses (whose import of inspect would cost a helper ~10 ms): the helpers must
 start quickly and never load aiohttp.
 """

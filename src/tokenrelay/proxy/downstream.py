@@ -37,7 +37,7 @@ log = logging.getLogger("tokenrelay.proxy")
 
 H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"  # RFC 9113 §3.4: an HTTP/2 client's first bytes
 
-REPLAY_LIMIT = 64 * 1024  # the bound for a replayable body
+REPLAY_LIMIT = 64 * 1024  # held in memory per request for a retry: room for a JSON call, not an upload
 PENDING_LIMIT = 256 * 1024
 LINGER_SECONDS = 2.0  # after refusing a request mid-way, how long its remaining bytes are read and dropped
 

@@ -1,6 +1,6 @@
 """A client connection speaking cleartext HTTP/2 (prior knowledge): gRPC and other HTTP/2 clients.
 
-client.py hands the transport over when a connection's first bytes are the HTTP/2 client preface.
+downstream.py hands the transport over when a connection's first bytes are the HTTP/2 client preface.
 Every stream is relayed to the one upstream (h2_stream.py) with the current token; ``:authority``
 and ``:scheme`` are the upstream's, whatever the client sent; methods.py decides which methods
 are refused (as on HTTP/1.1), target.py which ``:path`` is.

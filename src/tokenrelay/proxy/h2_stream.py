@@ -88,7 +88,7 @@ class UpSide(Protocol):
 
 log = logging.getLogger("tokenrelay.proxy")
 
-REPLAY_LIMIT = 64 * 1024  # the bound for a replayable body, as on HTTP/1.1
+REPLAY_LIMIT = 64 * 1024  # as on HTTP/1.1: room for a unary call's message, not a stream
 # A DATA frame this large, or the last one queued, may earn WINDOW_UPDATEs from the client (the flood
 # limit allows for them); window granted a byte at a time, again and again, earns none: a flood.
 WORTH_AN_UPDATE = 1024

@@ -1,9 +1,9 @@
 """The proxy's counters hook: what the metrics side connects to.
 
 The proxy calls an observer from its hot path, so implementations must be cheap and never raise:
-``request`` once per answered request (the status the client got, and seconds from the end of the
-request head to the end of the answer), ``retry`` once per request sent upstream a second time
-(a 401 healed with a refreshed token, or a pooled connection that had gone stale).
+``request`` once per answered request (the status the client got, and seconds from the request's
+first byte, when parsing begins, to the end of the answer), ``retry`` once per request sent upstream
+a second time (a 401 healed with a refreshed token, or a pooled connection that had gone stale).
 A request whose client went away before any answer is counted with status 499. An HTTP/2 stream
 is counted by ``stream`` instead of ``request``, with the ``grpc-status`` the client got (None when
 the call is not gRPC or ended without one).

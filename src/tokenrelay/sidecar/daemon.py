@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING, Protocol
 import aiohttp
 
 from ..config import Settings
-from ..errors import ConfigError
 from ..lite.names import where
 from ..tokens import idsources as idtoken
 from ..tokens.exchanger import Exchanger
@@ -194,7 +193,7 @@ def build(
     ConfigError when the OIDC token source's inputs are missing.
     """
     env = os.environ if environ is None else environ
-    _require_id_token_inputs(settings, env)  # before anything is opened that would need closing
+    id_token_source(settings, None, env, wall)  # its inputs checked before anything is opened
     rng = rng or random.Random()
     metrics = _metrics(settings, registry, wall)
     file_sinks = sinks.from_settings(settings.token_files, settings.token_file_mode)
@@ -202,7 +201,7 @@ def build(
     connector = aiohttp.TCPConnector(limit=16, ttl_dns_cache=60, ssl=session_context())
     session = aiohttp.ClientSession(connector=connector, trust_env=True)
     source = id_token_source(settings, session, env, wall)
-    board = StatusBoard(source.description, forward=metrics.id_token if metrics else None)
+    board = StatusBoard(lambda: source.description, forward=metrics.id_token if metrics else None)
     exchanger = Exchanger(
         session,
         settings.auth_url,
@@ -287,36 +286,36 @@ def build(
 
 def id_token_source(
     settings: Settings,
-    session: aiohttp.ClientSession,
+    session: aiohttp.ClientSession | None,
     environ: Mapping[str, str] | None = None,
     wall: Callable[[], float] = time.time,
-) -> idtoken.IdTokenSource:
-    """The OIDC token source the settings name; raises ConfigError when its inputs are missing."""
-    env = os.environ if environ is None else environ
-    _require_id_token_inputs(settings, env)
-    if settings.id_token_source == "env":
-        assert settings.id_token_env is not None  # config._check guarantees it
-        return idtoken.EnvSource(settings.id_token_env, env, wall)
-    if settings.id_token_source == "github-actions":
-        return idtoken.GitHubActionsSource(
-            session,
-            env["ACTIONS_ID_TOKEN_REQUEST_URL"],
-            env["ACTIONS_ID_TOKEN_REQUEST_TOKEN"],
-            settings.id_token_audience or settings.auth_url,
-            timeout=settings.exchange_timeout,
-            wall=wall,
-        )
-    return idtoken.FileSource(settings.id_token_file, wall)
+) -> idtoken.Source:
+    """The OIDC token source the settings name, from the one table; ConfigError when its inputs
+    are missing."""
+    return idtoken.SOURCES[settings.id_token_source].build(source_inputs(settings, session, environ, wall))
 
 
-def _require_id_token_inputs(settings: Settings, env: Mapping[str, str]) -> None:
-    if settings.id_token_source == "github-actions" and not (
-        env.get("ACTIONS_ID_TOKEN_REQUEST_URL") and env.get("ACTIONS_ID_TOKEN_REQUEST_TOKEN")
-    ):
-        raise ConfigError(
-            "--id-token-source github-actions needs ACTIONS_ID_TOKEN_REQUEST_URL and "
-            "ACTIONS_ID_TOKEN_REQUEST_TOKEN; give the job `permissions: id-token: write`"
-        )
+def source_inputs(
+    settings: Settings,
+    session: aiohttp.ClientSession | None,
+    environ: Mapping[str, str] | None = None,
+    wall: Callable[[], float] = time.time,
+) -> idtoken.SourceInputs:
+    """What any source is built from, out of the settings."""
+    return idtoken.SourceInputs(
+        environ=os.environ if environ is None else environ,
+        audience=settings.id_token_audience or settings.auth_url,
+        id_token_file=settings.id_token_file,
+        id_token_env=settings.id_token_env,
+        settings={
+            name: str(value)
+            for name in idtoken.SOURCE_SETTINGS
+            if (value := getattr(settings, name)) is not None
+        },
+        timeout=settings.exchange_timeout,
+        session=session,
+        wall=wall,
+    )
 
 
 async def serve(

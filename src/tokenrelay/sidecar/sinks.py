@@ -29,12 +29,12 @@ def refuse_symlink(path: str | Path) -> None:
 
 
 def write_regular(path: Path, data: bytes, mode: int) -> None:
-    """``write_atomic`` to a path that is not a symbolic link (--token-file, --render)."""
+    """``write_private_file`` to a path that is not a symbolic link (--token-file, --render)."""
     refuse_symlink(path)
-    write_atomic(path, data, mode)
+    write_private_file(path, data, mode)
 
 
-def write_atomic(path: Path, data: bytes, mode: int) -> None:
+def write_private_file(path: Path, data: bytes, mode: int) -> None:
     """``files.write_atomic``, its missing parents made first with a mode no wider than ``mode``
     lets through (never the umask's: another user must not replace the token file)."""
     make_parents(path.parent, mode)

@@ -39,13 +39,13 @@ class StatusBoard:
 
     def __init__(
         self,
-        id_token_source: str,
+        id_token_source: str | Callable[[], str],  # a callable: auto's choice is known only later
         *,
         forward: Callable[[float | None], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
     ) -> None:
-        self._source = id_token_source
+        self._source = id_token_source if callable(id_token_source) else lambda: id_token_source
         self._forward = forward
         self._clock = clock
         self._wall = wall
@@ -68,7 +68,7 @@ class StatusBoard:
             "startTime": format_timestamp(self._started_wall),
             "uptimeSeconds": round(now - self._started, 1),
             "idToken": {
-                "source": self._source,
+                "source": self._source(),
                 "expireTime": _time(expiry),
                 "expiresInSeconds": None if expiry is None else round(expiry - wall, 1),
                 "lastReadTime": _time(read),

@@ -45,10 +45,9 @@ class Method:
 
     @classmethod
     def of(cls, service: ServiceDescriptor, method: MethodDescriptor) -> Method:
-        fields = frozenset(field.name for field in method.input_type.fields)
         return cls(
             f"/{service.full_name}/{method.name}",
-            route_for(service.full_name, method.name, fields),
+            route_for(service, method),
             message_class(method.input_type.full_name),
             message_class(method.output_type.full_name),
         )

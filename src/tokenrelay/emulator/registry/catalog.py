@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from ..model import timestamp
+from ..model import Record, timestamp
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS registry_links (repo TEXT NOT NULL, digest TEXT NOT NULL,
@@ -37,9 +37,11 @@ class Manifest:
 
 
 @dataclass(slots=True)
-class Tag:
+class Tag(Record):
+    """An API kind kept here, not in the store (nor in ``model.RECORDS``); uid: <repo uid>/<name>."""
+
     KIND: ClassVar[str] = "tag"
-    uid: str  # <repo uid>/<name>
+    PLURAL: ClassVar[str] = "tags"
     name: str
     digest: str
     media_type: str

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import access
+from .. import access, repos
 from ..issuer import SigningKey
 from ..model import Group, Repo, is_within, parent_of
 from ..resources import Resources
@@ -102,7 +102,7 @@ class Registry:
         org = self.organization(name.org, identity)
         if org is None:  # it existed when the push was granted, and has been deleted since
             raise RegistryError("NAME_UNKNOWN", f"there is no organization named {name.org!r}")
-        return self._repo_in(org, name.repo) or self.resources.create_repo(org.uid, name.repo)
+        return self._repo_in(org, name.repo) or repos.create(self.resources, org.uid, name.repo)
 
     # -- rights -------------------------------------------------------------------------------------
 

@@ -11,21 +11,19 @@ from aiohttp import web
 from .. import api
 from ..errors import REGISTRY_DOMAIN
 from ..model import parent_of
-from .catalog import Catalog
+from .catalog import Catalog, Tag
 
 
 def tags_kind(catalog: Catalog) -> api.Kind:
     """Tags as one more kind of the API: its List and Get get pagination, filters, access and errors."""
     return api.Kind(
-        "tags",
+        Tag,
         "/registry/v2beta1",
-        "tag",
-        "tags",
         REGISTRY_DOMAIN,
-        table=lambda _resources: catalog.tags.values(),
-        lookup=lambda _resources, uid: catalog.tags.get(uid),
         render=lambda _resources, tag: tag.v2(),
         order=api.NAMED,
+        table=lambda _resources: catalog.tags.values(),
+        lookup=lambda _resources, uid: catalog.tags.get(uid),
         scope=lambda tag: parent_of(tag.repo),
         filters={"name": "name"},
     )

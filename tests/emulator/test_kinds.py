@@ -1,0 +1,88 @@
+"""A resource kind is registered whole or not at all: store, HTTP and gRPC faces, access, delete guard."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tokenrelay.emulator import Emulator, api, groups
+from tokenrelay.emulator.access import OWN, READ, ROLE_BY_NAME
+from tokenrelay.emulator.errors import ApiError
+from tokenrelay.emulator.grpcapi.methods import services
+from tokenrelay.emulator.grpcapi.routes import collection
+from tokenrelay.emulator.model import RECORDS, Record
+from tokenrelay.emulator.registry.catalog import Catalog
+from tokenrelay.emulator.registry.tagsapi import tags_kind
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "emulator.md"
+# a value of each field type the records use; the uid is set apart
+SAMPLES: dict[str, Any] = {
+    "str": "x",
+    "int": 1,
+    "bool": True,
+    "tuple[str, ...]": ("groups.list",),
+    "list[str]": [],
+    "dict[str, str]": {},
+}
+
+
+def sample(kind: type[Record], uid: str) -> Record:
+    """A record of ``kind`` with ``uid``, whatever its other fields."""
+    values = {f.name: SAMPLES[str(f.type)] for f in dataclasses.fields(kind) if f.name != "uid"}
+    return kind(uid=uid, **values)
+
+
+def test_every_stored_kind_has_a_table_and_one_http_kind() -> None:
+    """Each kind of model.RECORDS has its Store table and one api.KINDS row, and every row has a kind."""
+    store = Emulator().store
+    for kind in RECORDS:
+        assert store.table(kind) is getattr(store, kind.table()), kind.KIND
+    assert sorted(k.record.KIND for k in api.KINDS) == sorted(kind.KIND for kind in RECORDS)
+
+
+def test_every_grpc_service_is_an_http_kind_and_back() -> None:
+    """The gRPC services' collections are exactly the paths of the HTTP kinds (the registry's tags too)."""
+    kinds = [*api.KINDS, tags_kind(Catalog())]
+    assert sorted(collection(service) for service in services()) == sorted(k.path for k in kinds)
+
+
+def test_every_kind_is_readable_and_its_writers_named() -> None:
+    """viewer reads every kind; editor and owner descriptions name the kinds they may write."""
+    for kind in RECORDS:
+        assert {f"{kind.table()}.list", f"{kind.table()}.get"} <= READ
+        if kind.WRITER is not None:
+            assert f"{kind.table()}.delete" in OWN
+            described = ROLE_BY_NAME[kind.WRITER].description
+            assert kind.table().replace("_", " ") in described, (kind.KIND, described)
+
+
+def test_docs_list_every_kind_in_the_permissions_table() -> None:
+    """docs/emulator.md's permissions table names every kind's permissions and who may write them."""
+    text = DOCS.read_text()
+    every = re.search(r"`list`, `get` of every kind \(([^)]*)\)", text)
+    assert every is not None
+    assert sorted(every.group(1).split(", ")) == sorted({p.partition(".")[0] for p in READ})
+    rows = re.findall(r"^\| ([a-z_, ]+): create.*?\|(.*)\|$", text, re.MULTILINE)
+    written = {
+        name: "editor" if cells.count("✓") == 2 else "owner"
+        for names, cells in rows
+        for name in names.split(", ")
+    }
+    assert written == {kind.table(): kind.WRITER for kind in RECORDS if kind.WRITER is not None}
+
+
+@pytest.mark.parametrize("kind", [kind for kind in RECORDS if kind.IN_GROUP], ids=lambda kind: kind.KIND)
+def test_a_group_holding_any_kind_is_not_deleted(kind: type[Record]) -> None:
+    """Deleting a group still holding a record of any kind is refused, naming the kind: none is orphaned."""
+    emulator = Emulator()
+    org = emulator.organization("acme")
+    group = groups.create(emulator.resources, org.uid, {"name": "team"})
+    emulator.store.put(sample(kind, emulator.resources.new_uid(group.uid)))
+    with pytest.raises(ApiError) as refused:
+        groups.delete(emulator.resources, group.uid)
+    assert refused.value.message == f"Precondition failed: cannot delete group with child {kind.PLURAL}"
+    assert group.uid in emulator.store.groups
