@@ -20,7 +20,7 @@ from tokenrelay.testing import FakeClock
 from tokenrelay.tokens.idsources import SOURCES
 
 from ..support.chaos import RelayFactory
-from ..support.platforms import environment, write_stand_ins
+from ..support.platforms import environment, spiffe_socket, write_stand_ins
 
 JOB = 3 * 3600.0
 CHECK_EVERY = 600.0  # a client asks for a token every ten minutes of the job
@@ -35,8 +35,9 @@ def clock() -> FakeClock:
 @pytest.fixture
 async def emulator(clock: FakeClock) -> AsyncIterator[Emulator]:
     emulator = Emulator(wall=clock.wall)  # platform tokens live 15 minutes (PLATFORM_LIFETIME) on it
-    async with EmulatorServer(emulator, grpc=False):
-        yield emulator
+    with spiffe_socket() as socket_path:
+        async with EmulatorServer(emulator, grpc=False, spiffe_socket=socket_path):
+            yield emulator
 
 
 @pytest.fixture(scope="module")

@@ -12,16 +12,18 @@ import pytest
 from tokenrelay.emulator import Emulator, EmulatorServer
 
 from ..support.doctor import BIN, SUBJECT, Platform
+from ..support.platforms import spiffe_socket
 
 
 @pytest.fixture
 async def platform(tmp_path: Path) -> AsyncIterator[Platform]:
-    async with EmulatorServer(Emulator()) as server:
-        org = server.emulator.organization("acme")
-        identity = server.emulator.workload(org.uid, subject=SUBJECT).identity.uid
-        found = Platform(server, identity, tmp_path / "oidc-token")
-        found.write_token()
-        yield found
+    with spiffe_socket() as socket_path:
+        async with EmulatorServer(Emulator(), spiffe_socket=socket_path) as server:
+            org = server.emulator.organization("acme")
+            identity = server.emulator.workload(org.uid, subject=SUBJECT).identity.uid
+            found = Platform(server, identity, tmp_path / "oidc-token")
+            found.write_token()
+            yield found
 
 
 @pytest.fixture

@@ -155,3 +155,21 @@ def test_dev_help_lists_proxy_listen() -> None:
 
     result = subprocess.run([TOKENRELAY, "dev", "--help"], capture_output=True, text=True, check=True)
     assert "--proxy-listen" in result.stdout
+
+
+async def test_emulate_prints_the_aws_and_spiffe_settings_that_work(tmp_path: Path) -> None:
+    """The AWS settings and the SPIFFE socket `tokenrelay emulate` prints are what the aws and spiffe
+    sources need: each mints a token there."""
+    from tokenrelay.tokens.idsources import SOURCES, SourceInputs
+
+    socket_path = f"/tmp/tr-{tmp_path.name[-12:]}.sock"  # a Unix socket's path fits in 108 bytes
+    async with running(
+        "emulate", "--listen", "127.0.0.1:0", "--spiffe-socket", socket_path, until="spiffe"
+    ) as (_, found):
+        for name in ("aws", "spiffe"):
+            env = dict(pair.split("=", 1) for pair in found[name][0].split())
+            env["AWS_EC2_METADATA_SERVICE_ENDPOINT"] = "http://127.0.0.1:9"
+            source = SOURCES[name].build(SourceInputs(environ=env, audience=found["emulator"][0]))
+            claims = jwt.decode((await source.read()).value, options={"verify_signature": False})
+            assert claims["aud"] == found["emulator"][0], name
+    Path(socket_path).unlink(missing_ok=True)

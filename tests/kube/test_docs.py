@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import re
 from collections.abc import Callable
+from pathlib import Path
 
 import yaml
 from prometheus_client import CollectorRegistry
 
+from tokenrelay.config import docgen
 from tokenrelay.kube import inject, options, webhook
 
 from ..support.kube import REPO
@@ -28,6 +31,38 @@ def test_every_annotation_is_documented_and_every_documented_one_exists() -> Non
         assert f"`{name}`" in DOC, name
     named = set(re.findall(r"`(tokenrelay\.dev/[a-z-]+)", DOC))
     assert named - {options.INJECT_LABEL} <= set(options.ANNOTATIONS) | {options.STATUS}
+
+
+def test_the_generated_tables_are_up_to_date() -> None:
+    """The annotation and flag tables of the page are exactly what the code's tables give today."""
+    assert docgen.main(["--check", str(REPO / "docs" / "kubernetes.md")]) == 0, (
+        "run: python -m tokenrelay.docgen --write docs/kubernetes.md"
+    )
+
+
+def test_a_stale_annotation_table_is_caught(tmp_path: Path) -> None:
+    """docgen --check fails when a default in the page's annotation table differs from the code's."""
+    stale = tmp_path / "kubernetes.md"
+    stale.write_text(
+        DOC.replace("| `tokenrelay.dev/proxy-port` | `8080` |", "| `tokenrelay.dev/proxy-port` | `8081` |")
+    )
+    assert stale.read_text() != DOC
+    assert docgen.main(["--check", str(stale)]) == 1
+
+
+def test_the_annotation_table_and_pod_options_agree() -> None:
+    """Each row of the annotation table fills one PodOptions field, in order, and a pod that names
+    only its identity gets every row's default, which the page's table shows."""
+    fields = dataclasses.fields(options.PodOptions)
+    assert [row.field for row in options.TABLE] == [field.name for field in fields]
+    for row, field in zip(options.TABLE[1:], fields[1:], strict=True):
+        assert field.default == row.default, row.name
+    parsed = options.parse({options.IDENTITY: "uid"})
+    assert parsed == options.PodOptions(identity="uid")
+    for row in options.TABLE:
+        assert f"| `{row.name}` | {row.default_cell()} |" in DOC, row.name
+    assert "| `tokenrelay.dev/proxy-port` | `8080` |" in DOC
+    assert "| `tokenrelay.dev/memory-limit` | `128Mi` |" in DOC
 
 
 def test_every_flag_of_inject_and_webhook_is_documented() -> None:

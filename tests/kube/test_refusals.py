@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tokenrelay.kube import admission
+from tokenrelay.kube import admission, options
 
 from ..support.kube import FIXTURES, INJECTOR, review
 
@@ -302,3 +302,19 @@ def test_any_json_in_any_field_is_an_answer_or_a_bad_review(field: str, value: A
     assert result in admission.RESULTS
     assert answer["response"]["uid"] == body["request"]["uid"]
     admission.pod_name(body)
+
+
+def test_a_choice_annotation_takes_only_its_choices() -> None:
+    """An annotation of kind "choice" (as tokenrelay.dev/mode will be) takes its values in any case and
+    refuses another, listing the values it takes."""
+    mode = options.Annotation(
+        options.PREFIX + "mode",
+        "mode",
+        "choice",
+        "How tokens reach the pod",
+        "sidecar",
+        choices=("sidecar", "agent"),
+    )
+    assert options.check(mode, " Agent ") == "agent"
+    with pytest.raises(ValueError, match=r"^'node' is not one of sidecar, agent$"):
+        options.check(mode, "node")

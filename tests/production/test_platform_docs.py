@@ -22,6 +22,8 @@ JOBS = {
         "SYSTEM_ACCESSTOKEN": "t",
         "AZURESUBSCRIPTION_SERVICE_CONNECTION_ID": "0b1c...",
     },
+    "aws": {"AWS_REGION": "us-east-1"},
+    "spiffe": {"SPIFFE_ENDPOINT_SOCKET": "unix:///run/spire/agent-sockets/api.sock"},
 }
 
 

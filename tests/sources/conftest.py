@@ -13,15 +13,16 @@ from tokenrelay.emulator import Emulator
 from tokenrelay.emulator.app import EmulatorServer
 from tokenrelay.emulator.platforms import ORG_UUID
 
-from ..support.platforms import write_stand_ins
+from ..support.platforms import spiffe_socket, write_stand_ins
 
 
 @pytest.fixture
 async def emulator() -> AsyncIterator[Emulator]:
     # Azure Pipelines' and CircleCI's variable tokens carry audiences of their own choosing
     emulator = Emulator(api_audiences=("api://AzureADTokenExchange", ORG_UUID))
-    async with EmulatorServer(emulator, grpc=False):
-        yield emulator
+    with spiffe_socket() as socket_path:
+        async with EmulatorServer(emulator, grpc=False, spiffe_socket=socket_path):
+            yield emulator
 
 
 @pytest.fixture

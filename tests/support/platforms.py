@@ -6,10 +6,14 @@ the emulator's (``url``) and the platform's commands the emulator's stand-ins (`
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
+from tokenrelay.emulator import awssts
 from tokenrelay.emulator.app import Emulator
 from tokenrelay.emulator.platforms import mint
 
@@ -72,4 +76,23 @@ def environment(
         return {**base, "GCE_METADATA_HOST": host}
     if name == "azure":
         return {**base, "AZURE_POD_IDENTITY_AUTHORITY_HOST": url}
+    if name == "aws":
+        return {
+            **base,
+            "AWS_REGION": "eu-west-1",
+            "AWS_ENDPOINT_URL_STS": url + awssts.STS_PATH,
+            "AWS_ACCESS_KEY_ID": awssts.TEST_ACCESS_KEY,
+            "AWS_SECRET_ACCESS_KEY": awssts.TEST_SECRET_KEY,
+        }
+    if name == "spiffe":
+        if emulator.workload_api is None:
+            raise RuntimeError("serve the emulator with EmulatorServer(..., spiffe_socket=PATH)")
+        return {**base, "SPIFFE_ENDPOINT_SOCKET": emulator.workload_api.endpoint}
     raise KeyError(name)
+
+
+@contextlib.contextmanager
+def spiffe_socket() -> Iterator[str]:
+    """A path for the emulator's Workload API socket, short enough for a Unix socket's 108 bytes."""
+    with tempfile.TemporaryDirectory(prefix="tr-spiffe-") as directory:
+        yield os.path.join(directory, "agent.sock")

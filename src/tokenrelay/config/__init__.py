@@ -9,6 +9,7 @@ reference in docs/operations.md are all derived from it.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -47,7 +48,7 @@ MAX_CONFIG_BYTES = 1 << 20
 
 @dataclass(frozen=True, slots=True)
 class Option:
-    """One setting of ``tokenrelay run``."""
+    """One setting of ``tokenrelay run`` (or, in their own tables, of ``inject`` and ``webhook``)."""
 
     name: str  # snake_case; the flag is --name-with-dashes
     help: str
@@ -57,6 +58,10 @@ class Option:
     choices: tuple[str, ...] = ()
     metavar: str | None = None
     repeatable: bool = False  # flag may repeat; env is comma-separated; TOML takes a list
+    # Its environment variable: "" for TOKENRELAY_NAME (every option of run), None for a flag alone,
+    # else that name (the webhook's --namespace reads POD_NAMESPACE, the downward API's usual name).
+    variable: str | None = ""
+    short: str | None = None  # a one-letter flag beside the long one, e.g. -f
 
     @property
     def flag(self) -> str:
@@ -64,11 +69,16 @@ class Option:
 
     @property
     def env(self) -> str:
-        return env_name(self.name)
+        assert self.variable is not None, f"{self.flag} has no environment variable"
+        return self.variable or env_name(self.name)
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        return (self.short, self.flag) if self.short else (self.flag,)
 
     def where(self) -> str:
-        """How a user sets it, for error messages."""
-        return where(self.name)
+        """How a user sets it, for error messages: ``--name (env TOKENRELAY_NAME)``."""
+        return self.flag if self.variable is None else f"{self.flag} (env {self.env})"
 
 
 OPTIONS: tuple[Option, ...] = (
@@ -134,7 +144,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "id_token_audience",
         "Audience to request of a source that mints the OIDC token at every exchange (GitHub Actions, "
-        "Buildkite, CircleCI's CLI, GCP, Azure; default: the --auth-url).",
+        "Buildkite, CircleCI's CLI, GCP, Azure, AWS, SPIFFE; default: the --auth-url).",
         metavar="AUD",
     ),
     Option(
@@ -287,6 +297,7 @@ OPTIONS: tuple[Option, ...] = (
     ),
 )
 OPTIONS_BY_NAME = {option.name: option for option in OPTIONS}
+LOGGING = ("log_level", "log_format")  # what every long-running command shares with run
 
 
 @dataclass(frozen=True, slots=True)
@@ -348,7 +359,7 @@ class Settings:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add every option to ``parser``; defaults stay None so we can tell "not given" apart."""
+    """Add every option of ``tokenrelay run`` to ``parser``."""
     parser.add_argument(
         "--config", metavar="FILE", help=f"TOML file with any of these settings (env {ENV_PREFIX}CONFIG)."
     )
@@ -356,30 +367,54 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup, options: Sequence[Option]) -> None:
-    """Add ``options`` (a table like OPTIONS) to ``parser`` as flags; their defaults stay None."""
+    """Add a flag per option. An option with a variable defaults to None, so that "not given" can
+    fall back to the environment; a flag alone defaults to its option's default."""
     for option in options:
         help_text = option.help
         if option.default not in (None, (), False):
             shown = oct(option.default) if option.kind == "mode" else option.default
             help_text += f" Default: {shown}."
-        help_text += f" [env {option.env}]"
+        if option.variable is not None:
+            help_text += f" [env {option.env}]"
+        default = None if option.variable is not None else option.default
         if option.kind == "bool":
             parser.add_argument(
-                option.flag, dest=option.name, action="store_const", const=True, default=None, help=help_text
+                *option.flags,
+                dest=option.name,
+                action="store_const",
+                const=True,
+                default=default,
+                help=help_text,
             )
         elif option.repeatable:
             parser.add_argument(
-                option.flag,
+                *option.flags,
                 dest=option.name,
                 action="append",
-                default=None,
+                default=None if default is None else list(default),
                 metavar=option.metavar,
                 help=help_text,
             )
         else:
             parser.add_argument(
-                option.flag, dest=option.name, default=None, metavar=option.metavar, help=help_text
+                *option.flags,
+                dest=option.name,
+                default=default,
+                metavar=option.metavar,
+                # a flag alone is checked by argparse; the others by _to_choice, whatever their origin
+                choices=(option.choices or None) if option.variable is None else None,
+                help=help_text,
             )
+
+
+def add_logging_options(parser: argparse.ArgumentParser, names: Sequence[str] = LOGGING) -> None:
+    """``--log-level`` (and ``--log-format``) as flags alone, for the commands other than ``run``."""
+    add_options(parser, [logging_option(name) for name in names])
+
+
+def logging_option(name: str) -> Option:
+    """The option ``name`` of ``LOGGING`` as a flag alone: the other commands read no variable."""
+    return dataclasses.replace(OPTIONS_BY_NAME[name], variable=None)
 
 
 def load(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> Settings:
@@ -421,7 +456,7 @@ def _pick(
     flag_value = getattr(args, option.name, None)
     if flag_value is not None:
         return flag_value, option.flag
-    env_value = env.get(option.env)
+    env_value = env.get(option.env) if option.variable is not None else None
     if env_value is not None and env_value != "":
         return env_value, option.env
     if option.name in file_values:

@@ -43,6 +43,7 @@ from .sts import STS_PATH, TokenService
 
 if TYPE_CHECKING:
     from .grpcapi.h2server import Http2Service
+    from .workloadapi import WorkloadApi
 
 log = logging.getLogger("tokenrelay.emulator")
 
@@ -84,7 +85,8 @@ class Emulator:
         self.verifier = OidcVerifier(
             self.issuer, trusted_issuers, session=self._client, wall=wall, played=PLAYED_ISSUERS
         )
-        self.platforms = PlatformEndpoints(self.issuer, wall=wall)
+        self.platforms = PlatformEndpoints(self.issuer, wall=wall, verify=self.verifier.verify)
+        self.workload_api: WorkloadApi | None = None  # the SPIFFE socket, when an EmulatorServer serves one
         self.tokens = TokenService(
             self.store,
             SigningKey.stored(self.store, "sts"),
@@ -314,12 +316,19 @@ class EmulatorServer:
     """The emulator on a TCP port; ``port=0`` picks a free one. Also an async context manager."""
 
     def __init__(
-        self, emulator: Emulator, host: str = "127.0.0.1", port: int = 0, *, grpc: bool = True
+        self,
+        emulator: Emulator,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        grpc: bool = True,
+        spiffe_socket: str | None = None,
     ) -> None:
         self.emulator = emulator
         self._host = host
         self._port = port
         self._grpc = grpc
+        self._spiffe_socket = spiffe_socket
         self._runner: web.AppRunner | None = None
         self._http2: Http2Service | None = None
 
@@ -342,9 +351,18 @@ class EmulatorServer:
             await ServingSite(self._runner, sock, dual(self._http2.protocol)).start()
         else:
             await ServingSite(self._runner, sock, http1_factory).start()
+        if self._spiffe_socket is not None:
+            # grpcio (the spiffe extra): loaded only when a Workload API socket is asked for
+            from .workloadapi import WorkloadApi
+
+            self.emulator.workload_api = WorkloadApi(self._spiffe_socket, self.emulator.platforms.mint_spiffe)
+            await self.emulator.workload_api.start()
         log.info("emulator listening", extra={"url": self.emulator.base_url, "grpc": self._grpc})
 
     async def stop(self) -> None:
+        if self.emulator.workload_api is not None:
+            await self.emulator.workload_api.stop()
+            self.emulator.workload_api = None
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None

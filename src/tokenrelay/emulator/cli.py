@@ -35,6 +35,8 @@ PLATFORM_NAMES = (
     "azure-pipelines",
     "gcp",
     "azure",
+    "aws",
+    "spiffe",
 )
 URL_ENV = "TOKENRELAY_EMULATOR_URL"
 
@@ -80,6 +82,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="URL",
         help="also accept OIDC tokens from this issuer (discovery + JWKS over HTTP; repeatable)",
     )
+    parser.add_argument(
+        "--spiffe-socket",
+        metavar="PATH",
+        help="also serve the SPIFFE Workload API on this Unix socket (needs tokenrelay[spiffe])",
+    )
     actions = parser.add_subparsers(dest="action", metavar="ACTION")
     mint = actions.add_parser("mint", help="print a platform OIDC token signed by a running emulator")
     mint.add_argument("--sub", help="the token's subject (required unless --platform)")
@@ -120,6 +127,7 @@ def run(args: argparse.Namespace) -> int:
 async def serve(args: argparse.Namespace, stop: asyncio.Event | None = None) -> int:
     import signal
 
+    from . import awssts
     from .app import Emulator, EmulatorServer
     from .seed import seed
     from .store import Store
@@ -127,7 +135,7 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event | None = None) -> 
     stop = stop or asyncio.Event()
     store = Store(args.state)
     emulator = Emulator(store, token_lifetime=args.token_lifetime, trusted_issuers=args.trust_issuer)
-    server = EmulatorServer(emulator, *args.listen)
+    server = EmulatorServer(emulator, *args.listen, spiffe_socket=args.spiffe_socket)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
@@ -144,6 +152,12 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event | None = None) -> 
         _say(f"token service: {url}/sts/exchange")
         _say(f"api: {url}/iam/v2beta1/  {url}/registry/v2beta1/  {url}/vulnerabilities/v2beta1/")
         _say(f"registry: {url.removeprefix('http://')}  (the OCI distribution API on {url}/v2/)")
+        _say(
+            f"aws: AWS_ENDPOINT_URL_STS={url}{awssts.STS_PATH} AWS_REGION=us-east-1 "
+            f"AWS_ACCESS_KEY_ID={awssts.TEST_ACCESS_KEY} AWS_SECRET_ACCESS_KEY={awssts.TEST_SECRET_KEY}"
+        )
+        if emulator.workload_api is not None:
+            _say(f"spiffe: SPIFFE_ENDPOINT_SOCKET={emulator.workload_api.endpoint}")
         if args.seed:
             seeded = seed(emulator)
             _say(f"seed organization: {seeded.organization.uid}")

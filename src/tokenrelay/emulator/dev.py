@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..config import Settings
+from ..config import Settings, add_logging_options
 from ..lite.netloc import is_loopback, parse_hostport
 from ..sidecar.listening import bind_error
 from . import commandpaths, groups
@@ -67,9 +67,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="lifetime of the API tokens the emulator issues. Default: 3600",
     )
-    parser.add_argument(
-        "--log-level", choices=("debug", "info", "warning", "error"), default="info", help="Default: info"
-    )
+    add_logging_options(parser, ["log_level"])  # dev's lines are text: no --log-format
 
 
 def run(args: argparse.Namespace) -> int:

@@ -16,18 +16,24 @@ callers only, like minting.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
 
+from . import awssts
 from .issuer import Issuer
 from .oidc import normalize
 
 ORG_UUID = "8d3c7a2e-4f5b-4c1d-9e0a-2b6f1a7c9d30"
 TENANT = "72f988bf-86f1-41af-91ab-2d7cd011db47"
 PROJECT_NUMBER = "123456789012"
+AWS_ISSUER_ID = "6f1c2a9e-0000-4b7d-8e3f-5a4b3c2d1e0f"  # the account's unique issuer host
+AWS_ROLE = f"arn:aws:iam::{awssts.ACCOUNT}:role/app"
+AWS_NAMESPACE = "https://sts.amazonaws.com/"  # AWS's claims nest under this key
+TRUST_DOMAIN = "example.org"
+SPIFFE_ID = f"spiffe://{TRUST_DOMAIN}/ns/default/sa/app"  # the Kubernetes workload registrar's shape
 
 PLATFORM_LIFETIME = 900.0  # seconds: GitHub's and Buildkite's tokens live minutes, not hours
 
@@ -169,6 +175,23 @@ def _azure(audience: str) -> dict[str, Any]:
     }
 
 
+def _aws(audience: str) -> dict[str, Any]:
+    return {
+        "sub": AWS_ROLE,
+        AWS_NAMESPACE: {
+            "aws_account": awssts.ACCOUNT,
+            "source_region": "us-east-1",
+            "principal_id": AWS_ROLE,
+            "org_id": "o-abc1234567",
+            "ou_path": "o-abc1234567/r-ab12/ou-ab12-11111111/",
+        },
+    }
+
+
+def _spiffe(audience: str) -> dict[str, Any]:
+    return {"sub": SPIFFE_ID}
+
+
 PLATFORMS: dict[str, Platform] = {
     platform.name: platform
     for platform in (
@@ -228,16 +251,37 @@ PLATFORMS: dict[str, Platform] = {
             "",
             "https://learn.microsoft.com/en-us/entra/identity-platform/access-token-claims-reference",
         ),
+        Platform(
+            "aws",
+            f"https://{AWS_ISSUER_ID}.tokens.sts.global.api.aws",
+            _aws,
+            "",
+            "https://docs.aws.amazon.com/IAM/latest/UserGuide/id_roles_providers_outbound_token_claims.html",
+        ),
+        Platform(
+            "spiffe",
+            f"https://oidc-discovery.{TRUST_DOMAIN}",
+            _spiffe,
+            "",
+            "https://github.com/spiffe/spiffe/blob/main/standards/JWT-SVID.md",
+        ),
     )
 }
 PLAYED_ISSUERS = frozenset(normalize(platform.issuer) for platform in PLATFORMS.values())
 
 
-def mint(issuer: Issuer, name: str, audience: str | None, lifetime: float = PLATFORM_LIFETIME) -> str:
-    """A token as platform ``name`` would mint it for ``audience`` (its default audience if None)."""
+def mint(
+    issuer: Issuer,
+    name: str,
+    audience: str | None,
+    lifetime: float = PLATFORM_LIFETIME,
+    more: Mapping[str, Any] | None = None,
+) -> str:
+    """A token as platform ``name`` would mint it for ``audience`` (its default audience if None),
+    with the claims ``more`` replacing the platform's own."""
     platform = PLATFORMS[name]
     aud = audience or platform.default_audience
-    claims = platform.claims(aud)
+    claims = {**platform.claims(aud), **(more or {})}
     return issuer.mint(claims.pop("sub"), aud, lifetime, {"iss": platform.issuer, **claims})
 
 
@@ -249,11 +293,13 @@ class PlatformEndpoints:
         issuer: Issuer,
         lifetime: Callable[[], float] = lambda: PLATFORM_LIFETIME,
         wall: Callable[[], float] = time.time,
+        verify: awssts.Verify = awssts.unverifiable,  # for STS's AssumeRoleWithWebIdentity
     ) -> None:
         self._issuer = issuer
         self._lifetime = lifetime
         self._wall = wall
         self.calls: dict[str, int] = {}  # platform -> tokens minted, for tests and the curious
+        self.aws = awssts.AwsSts(self._mint_aws, verify, wall)
 
     def add_routes(self, app: web.Application, guard: Callable[[web.Request, str], None]) -> None:
         def guarded(handler: Callable[[web.Request], Any]) -> Callable[[web.Request], Any]:
@@ -272,10 +318,26 @@ class PlatformEndpoints:
         routes.add_get("/platforms/azure/msi/token", guarded(self._app_service))
         routes.add_post("/platforms/buildkite/v3/jobs/{job}/oidc/tokens", guarded(self._buildkite))
         routes.add_post("/platforms/circleci/oidc", guarded(self._circleci))
+        routes.add_post(awssts.STS_PATH, guarded(self.aws.sts))
+        routes.add_get(awssts.CREDENTIALS_PATH, guarded(self.aws.credentials))
+        routes.add_put(awssts.IMDS_TOKEN_PATH, guarded(self.aws.imds_token))
+        routes.add_get(awssts.IMDS_ROLES_PATH, guarded(self.aws.imds_credentials))
+        routes.add_get(awssts.IMDS_ROLES_PATH + "{role}", guarded(self.aws.imds_credentials))
 
     def _mint(self, name: str, audience: str | None) -> str:
         self.calls[name] = self.calls.get(name, 0) + 1
         return mint(self._issuer, name, audience, self._lifetime())
+
+    def _mint_aws(self, audience: str, lifetime: float, region: str) -> str:
+        self.calls["aws"] = self.calls.get("aws", 0) + 1
+        claims = _aws(audience)[AWS_NAMESPACE]
+        return mint(
+            self._issuer, "aws", audience, lifetime, {AWS_NAMESPACE: {**claims, "source_region": region}}
+        )
+
+    def mint_spiffe(self, audience: str) -> str:
+        """A JWT-SVID for ``audience``, for the Workload API socket (workloadapi.py)."""
+        return self._mint("spiffe", audience)
 
     async def _github(self, request: web.Request) -> web.Response:
         # actions/toolkit's getIDToken: GET $ACTIONS_ID_TOKEN_REQUEST_URL&audience=AUD, bearer token

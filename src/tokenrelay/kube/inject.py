@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
+from ..config import Option, add_options
 from ..errors import ConfigError, InjectionRefused
 from . import mutation, settings
 
@@ -33,15 +34,27 @@ TEMPLATES = {
 _SEPARATOR = re.compile(r"^---[ \t]*(#.*)?$", re.MULTILINE)
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "-f", "--filename", default="-", metavar="FILE", help="YAML to inject (default: standard input)"
-    )
-    parser.add_argument(
-        "--identity",
+OPTIONS: tuple[Option, ...] = (
+    Option(
+        "filename",
+        "The YAML to read; - for standard input.",
+        kind="path",
+        default="-",
+        metavar="FILE",
+        variable=None,
+        short="-f",
+    ),
+    Option(
+        "identity",
+        "The identity of workloads without the tokenrelay.dev/identity annotation.",
         metavar="UID",
-        help="identity for workloads without the tokenrelay.dev/identity annotation",
-    )
+        variable=None,
+    ),
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_options(parser, OPTIONS)
     settings.add_arguments(parser)
 
 

@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import InjectionRefused
-from ..lite.socketclient import DEFAULT_SOCKET
+from ..lite.names import DEFAULT_SOCKET, PROXY_URL_ENV
+from ..lite.names import SOCKET_ENV as SOCKET_ENV  # re-exported: what the app containers get
 from . import options
 from .options import PodOptions
 
@@ -36,8 +37,7 @@ TOKEN_VOLUME = "tokenrelay-oidc-token"
 SOCKET_DIR = DEFAULT_SOCKET.rpartition("/")[0]
 TOKEN_DIR = "/var/run/secrets/tokenrelay"
 TOKEN_FILE = "oidc-token"
-SOCKET_ENV = "TOKENRELAY_SOCKET"
-PROXY_ENV = "TOKENRELAY_PROXY_URL"
+PROXY_ENV = PROXY_URL_ENV
 DEFAULT_UID = 65532  # the image's numeric user
 METRICS_PORT_NAME = "tr-metrics"  # a port name has at most 15 characters
 
@@ -326,8 +326,8 @@ def _sidecar(
             "failureThreshold": 3,
         },
         "resources": {
-            "requests": {"cpu": opts.cpu[0], "memory": opts.memory[0]},
-            "limits": {"cpu": opts.cpu[1], "memory": opts.memory[1]},
+            "requests": {"cpu": opts.cpu_request, "memory": opts.memory_request},
+            "limits": {"cpu": opts.cpu_limit, "memory": opts.memory_limit},
         },
         "securityContext": security,
         "volumeMounts": [

@@ -1,5 +1,11 @@
 """What a pod asks of the injector: the ``tokenrelay.dev/*`` annotations on its template, validated.
 
+``TABLE`` is the one catalogue (vault-k8s's ``annotations.go``): each row names an annotation, the
+``PodOptions`` field it fills, its kind (which picks its validator), its default and its meaning. The
+annotation table of docs/kubernetes.md is generated from it (``python -m tokenrelay.docgen``), and a
+test pins that ``PodOptions``' defaults are the rows'. A new annotation is one row, one ``PodOptions``
+field and what ``mutation`` does with it.
+
 Every annotation is optional except the identity (which ``tokenrelay inject --identity`` may supply).
 An unknown ``tokenrelay.dev/`` annotation is refused rather than ignored: a typo such as
 ``tokenrelay.dev/proxy-prot`` would otherwise silently give a pod something it did not ask for.
@@ -8,8 +14,9 @@ An unknown ``tokenrelay.dev/`` annotation is refused rather than ignored: a typo
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any, Literal
 
 from ..errors import InjectionRefused
 
@@ -31,31 +38,126 @@ MEMORY_REQUEST = PREFIX + "memory-request"
 MEMORY_LIMIT = PREFIX + "memory-limit"
 IMAGE = PREFIX + "image"
 
-# name -> what it takes (the documentation of docs/kubernetes.md says the same)
-ANNOTATIONS: dict[str, str] = {
-    IDENTITY: "uid of the identity to exchange the pod's token for (required)",
-    AUDIENCES: "further audiences to keep a token fresh for, comma-separated",
-    PROXY: '"on" or "off" (default off): run the token-injecting proxy on 127.0.0.1',
-    PROXY_PORT: "the proxy's port on the pod's loopback (default 8080)",
-    METRICS_PORT: "port of /metrics, /healthz and /readyz, which the probes use (default 9090)",
-    TOKEN_FILES: "NAME[=AUDIENCE],... files written in /var/run/tokenrelay for tools that read a file",
-    OIDC_AUDIENCE: "audience of the projected service-account token (default the auth URL)",
-    OIDC_EXPIRATION: "expirationSeconds of the projected token (default 600, at least 600)",
-    CPU_REQUEST: "the sidecar's CPU request (default 10m)",
-    CPU_LIMIT: "the sidecar's CPU limit (default 200m)",
-    MEMORY_REQUEST: "the sidecar's memory request (default 48Mi)",
-    MEMORY_LIMIT: "the sidecar's memory limit (default 128Mi)",
-    IMAGE: "the sidecar's image (default the injector's --image)",
-}
-KNOWN = frozenset(ANNOTATIONS) | {STATUS}
+# The defaults, named once: the table's rows and PodOptions' fields both read them.
+DEFAULT_PROXY = False
+DEFAULT_PROXY_PORT = 8080
+DEFAULT_METRICS_PORT = 9090
+DEFAULT_OIDC_EXPIRATION = 600
+DEFAULT_CPU_REQUEST = "10m"
+DEFAULT_CPU_LIMIT = "200m"
+DEFAULT_MEMORY_REQUEST = "48Mi"
+DEFAULT_MEMORY_LIMIT = "128Mi"
 
-DEFAULT_RESOURCES = {"cpu": ("10m", "200m"), "memory": ("48Mi", "128Mi")}
+MIN_EXPIRATION = 600  # the API server refuses a projected token of less than ten minutes
+MAX_EXPIRATION = 2**32
 # Kubernetes' resource.Quantity: a decimal number and an optional SI or binary suffix.
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
 _FILE_NAME = re.compile(r"^[A-Za-z0-9._-]+$")
-MIN_EXPIRATION = 600  # the API server refuses a projected token of less than ten minutes
-MAX_EXPIRATION = 2**32
+_ON = ("on", "true", "enabled", "yes")
+_OFF = ("off", "false", "disabled", "no")
 
+Kind = Literal["text", "list", "on/off", "port", "seconds", "quantity", "choice", "files"]
+
+
+@dataclass(frozen=True, slots=True)
+class Annotation:
+    """One ``tokenrelay.dev/*`` annotation: where it goes, how it is checked, and its documentation."""
+
+    name: str  # the whole annotation, tokenrelay.dev/...
+    field: str  # the PodOptions field it fills
+    kind: Kind  # picks the validator in _VALIDATORS
+    help: str  # markdown: the "What" of docs/kubernetes.md
+    default: Any = None
+    shown_default: str | None = None  # the docs' Default cell, when the value alone does not say it
+    choices: tuple[str, ...] = ()  # of a "choice"; the first is usually the default
+    minimum: int = 0  # of "seconds"
+    minimum_why: str = ""  # said in the error when a value is below minimum
+
+    def default_cell(self) -> str:
+        """The Default column of the docs' table."""
+        if self.shown_default is not None:
+            return self.shown_default
+        if self.default in (None, ()):
+            return "none"
+        if isinstance(self.default, bool):
+            return "`on`" if self.default else "`off`"
+        return f"`{self.default}`"
+
+
+TABLE: tuple[Annotation, ...] = (
+    Annotation(
+        IDENTITY,
+        "identity",
+        "text",
+        "uid of the identity to exchange the pod's token for (`--identity`)",
+        shown_default="(required)",
+    ),
+    Annotation(
+        AUDIENCES,
+        "audiences",
+        "list",
+        "Further audiences to keep a token fresh for, comma-separated (`--audience`)",
+        default=(),
+    ),
+    Annotation(
+        PROXY,
+        "proxy",
+        "on/off",
+        "`on`: run the token-injecting proxy on `127.0.0.1`, and set `TOKENRELAY_PROXY_URL` in the app "
+        "containers",
+        default=DEFAULT_PROXY,
+    ),
+    Annotation(
+        PROXY_PORT, "proxy_port", "port", "The proxy's port on the pod's loopback", DEFAULT_PROXY_PORT
+    ),
+    Annotation(
+        METRICS_PORT,
+        "metrics_port",
+        "port",
+        "Port of `/metrics`, `/healthz` and `/readyz` on the pod's address; the probes use it",
+        DEFAULT_METRICS_PORT,
+    ),
+    Annotation(
+        TOKEN_FILES,
+        "token_files",
+        "files",
+        "`NAME[=AUDIENCE],...`: token files written in `/var/run/tokenrelay/NAME` for tools that read a "
+        "file (`--token-file`); an audience must also be in `tokenrelay.dev/audiences`",
+        default=(),
+    ),
+    Annotation(
+        OIDC_AUDIENCE,
+        "oidc_audience",
+        "text",
+        "Audience of the projected service-account token: what the token service expects",
+        shown_default="the auth URL",
+    ),
+    Annotation(
+        OIDC_EXPIRATION,
+        "oidc_expiration",
+        "seconds",
+        f"Life of the projected token; at least {MIN_EXPIRATION}. The kubelet rewrites the file at 80% of it",
+        DEFAULT_OIDC_EXPIRATION,
+        minimum=MIN_EXPIRATION,
+        minimum_why="the least Kubernetes issues",
+    ),
+    Annotation(CPU_REQUEST, "cpu_request", "quantity", "The sidecar's CPU request", DEFAULT_CPU_REQUEST),
+    Annotation(CPU_LIMIT, "cpu_limit", "quantity", "The sidecar's CPU limit", DEFAULT_CPU_LIMIT),
+    Annotation(
+        MEMORY_REQUEST,
+        "memory_request",
+        "quantity",
+        "The sidecar's memory request (`bench/idle_rss.py` measures it idle: under 40 MiB, see the README)",
+        DEFAULT_MEMORY_REQUEST,
+    ),
+    Annotation(MEMORY_LIMIT, "memory_limit", "quantity", "The sidecar's memory limit", DEFAULT_MEMORY_LIMIT),
+    Annotation(
+        IMAGE, "image", "text", "The sidecar's image, e.g. a mirror", shown_default="the injector's `--image`"
+    ),
+)
+ANNOTATIONS: dict[str, Annotation] = {row.name: row for row in TABLE}
+KNOWN = frozenset(ANNOTATIONS) | {STATUS}
+STATUS_HELP = "`injected`: the pod already has its sidecar (see idempotency below)"
 
 _SUFFIX = {"m": 1e-3, "": 1, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
 _SUFFIX.update({"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60})
@@ -70,133 +172,156 @@ def _amount(quantity: str) -> float:
 
 @dataclass(frozen=True, slots=True)
 class PodOptions:
-    """The validated ``tokenrelay.dev/*`` annotations of one pod."""
+    """The validated ``tokenrelay.dev/*`` annotations of one pod: one field per row of ``TABLE``."""
 
     identity: str
     audiences: tuple[str, ...] = ()
-    proxy: bool = False
-    proxy_port: int = 8080
-    metrics_port: int = 9090
+    proxy: bool = DEFAULT_PROXY
+    proxy_port: int = DEFAULT_PROXY_PORT
+    metrics_port: int = DEFAULT_METRICS_PORT
     token_files: tuple[tuple[str, str | None], ...] = ()  # (file name, audience or None for the API's)
     oidc_audience: str | None = None
-    oidc_expiration: int = 600
-    cpu: tuple[str, str] = DEFAULT_RESOURCES["cpu"]
-    memory: tuple[str, str] = DEFAULT_RESOURCES["memory"]
+    oidc_expiration: int = DEFAULT_OIDC_EXPIRATION
+    cpu_request: str = DEFAULT_CPU_REQUEST
+    cpu_limit: str = DEFAULT_CPU_LIMIT
+    memory_request: str = DEFAULT_MEMORY_REQUEST
+    memory_limit: str = DEFAULT_MEMORY_LIMIT
     image: str | None = None
 
 
-def parse(annotations: Mapping[str, object], default_identity: str | None = None) -> PodOptions:
-    """PodOptions from a pod's annotations; raises InjectionRefused naming every bad annotation at once."""
+# Validators: (row, stripped non-empty text) -> value. A ValueError's args are the problems, each
+# said after "annotation NAME: ".
+
+
+def _text(row: Annotation, text: str) -> str:
+    return text
+
+
+def _list(row: Annotation, text: str) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(item.strip() for item in text.split(",") if item.strip()))
+
+
+def _on_off(row: Annotation, text: str) -> bool:
+    if text.lower() in _ON:
+        return True
+    if text.lower() in _OFF:
+        return False
+    raise ValueError(f'{text!r} is neither "on" nor "off"')
+
+
+def _port(row: Annotation, text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= 65535:
+        raise ValueError(f"{text!r} is not a port number (1-65535)")
+    return int(text)
+
+
+def _seconds(row: Annotation, text: str) -> int:
+    if not text.isdigit() or not row.minimum <= int(text) <= MAX_EXPIRATION:
+        why = f" ({row.minimum_why})" if row.minimum_why else ""
+        raise ValueError(f"{text!r} is not a number of seconds from {row.minimum}{why}")
+    return int(text)
+
+
+def _quantity(row: Annotation, text: str) -> str:
+    if not _QUANTITY.match(text):
+        raise ValueError(f"{text!r} is not a Kubernetes quantity such as 100m or 64Mi")
+    return text
+
+
+def _choice(row: Annotation, text: str) -> str:
+    if text.lower() not in row.choices:
+        raise ValueError(f"{text!r} is not one of {', '.join(row.choices)}")
+    return text.lower()
+
+
+def _files(row: Annotation, text: str) -> tuple[tuple[str, str | None], ...]:
+    files: dict[str, str | None] = {}
     problems: list[str] = []
-    unknown = sorted(k for k in annotations if k.startswith(PREFIX) and k not in KNOWN)
-    for key in unknown:
-        problems.append(f"unknown annotation {key}; known: {', '.join(sorted(ANNOTATIONS))}")
-
-    def text(key: str) -> str | None:
-        value = annotations.get(key)
-        if value is None:
-            return None
-        if not isinstance(value, str) or not value.strip():
-            problems.append(f"annotation {key} must be a non-empty string")
-            return None
-        return value.strip()
-
-    def port(key: str, default: int) -> int:
-        value = text(key)
-        if value is None:
-            return default
-        if not value.isdigit() or not 1 <= int(value) <= 65535:
-            problems.append(f"annotation {key}: {value!r} is not a port number (1-65535)")
-            return default
-        return int(value)
-
-    def quantity(key: str, default: str) -> str:
-        value = text(key)
-        if value is None:
-            return default
-        if not _QUANTITY.match(value):
-            problems.append(f"annotation {key}: {value!r} is not a Kubernetes quantity such as 100m or 64Mi")
-            return default
-        return value
-
-    identity = text(IDENTITY) or default_identity
-    if identity is None and IDENTITY not in annotations:
-        problems.append(
-            f"no identity: add the annotation {IDENTITY}: <identity uid> to the pod template "
-            "(or give tokenrelay inject --identity)"
-        )
-    audiences = tuple(dict.fromkeys(a.strip() for a in (text(AUDIENCES) or "").split(",") if a.strip()))
-    proxy = False
-    proxy_text = text(PROXY)
-    if proxy_text is not None:
-        if proxy_text.lower() in ("on", "true", "enabled", "yes"):
-            proxy = True
-        elif proxy_text.lower() not in ("off", "false", "disabled", "no"):
-            problems.append(f'annotation {PROXY}: {proxy_text!r} is neither "on" nor "off"')
-    proxy_port = port(PROXY_PORT, 8080)
-    metrics_port = port(METRICS_PORT, 9090)
-    if proxy and proxy_port == metrics_port:
-        problems.append(
-            f"annotations {PROXY_PORT} and {METRICS_PORT} both say {proxy_port}; choose two ports"
-        )
-    token_files: list[tuple[str, str | None]] = []
-    for spec in (text(TOKEN_FILES) or "").split(","):
+    for spec in text.split(","):
         if not spec.strip():
             continue
         name, sep, audience = (part.strip() for part in spec.partition("="))
         if not _FILE_NAME.match(name) or name in (".", "..", "tokenrelay.sock"):
             problems.append(
-                f"annotation {TOKEN_FILES}: {name!r} is not a plain file name (letters, digits, '.', '_', "
-                "'-'; not tokenrelay.sock): the files are written in /var/run/tokenrelay"
+                f"{name!r} is not a plain file name (letters, digits, '.', '_', '-'; not tokenrelay.sock): "
+                "the files are written in /var/run/tokenrelay"
             )
-        elif sep and audience not in audiences:
-            problems.append(
-                f"annotation {TOKEN_FILES}: audience {audience!r} of {name} is not kept fresh; "
-                f"add it to {AUDIENCES}"
-            )
-        elif any(name == seen for seen, _ in token_files):
-            problems.append(f"annotation {TOKEN_FILES}: {name} is named twice")
+        elif name in files:
+            problems.append(f"{name} is named twice")
         else:
-            token_files.append((name, audience if sep else None))
-    expiration = 600
-    expiration_text = text(OIDC_EXPIRATION)
-    if expiration_text is not None:
-        if not expiration_text.isdigit() or not MIN_EXPIRATION <= int(expiration_text) <= MAX_EXPIRATION:
+            files[name] = audience if sep else None
+    if problems:
+        raise ValueError(*problems)
+    return tuple(files.items())
+
+
+_VALIDATORS: dict[Kind, Callable[[Annotation, str], Any]] = {
+    "text": _text,
+    "list": _list,
+    "on/off": _on_off,
+    "port": _port,
+    "seconds": _seconds,
+    "quantity": _quantity,
+    "choice": _choice,
+    "files": _files,
+}
+
+
+def check(row: Annotation, text: str) -> Any:
+    """The value of one annotation, by its kind's validator; ValueError with each problem as an arg."""
+    return _VALIDATORS[row.kind](row, text.strip())
+
+
+def parse(annotations: Mapping[str, object], default_identity: str | None = None) -> PodOptions:
+    """PodOptions from a pod's annotations; raises InjectionRefused naming every bad annotation at once."""
+    problems = [
+        f"unknown annotation {key}; known: {', '.join(sorted(ANNOTATIONS))}"
+        for key in sorted(k for k in annotations if k.startswith(PREFIX) and k not in KNOWN)
+    ]
+    values: dict[str, Any] = {}
+    for row in TABLE:
+        value = annotations.get(row.name)
+        if value is None:
+            continue
+        if not isinstance(value, str) or not value.strip():
+            problems.append(f"annotation {row.name} must be a non-empty string")
+            continue
+        try:
+            values[row.field] = check(row, value)
+        except ValueError as exc:
+            problems += [f"annotation {row.name}: {problem}" for problem in exc.args]
+    if IDENTITY not in annotations:
+        if default_identity is None:
             problems.append(
-                f"annotation {OIDC_EXPIRATION}: {expiration_text!r} is not a number of seconds "
-                f"from {MIN_EXPIRATION} (the least Kubernetes issues)"
+                f"no identity: add the annotation {IDENTITY}: <identity uid> to the pod template "
+                "(or give tokenrelay inject --identity)"
             )
-        else:
-            expiration = int(expiration_text)
-    cpu = (
-        quantity(CPU_REQUEST, DEFAULT_RESOURCES["cpu"][0]),
-        quantity(CPU_LIMIT, DEFAULT_RESOURCES["cpu"][1]),
-    )
-    memory = (
-        quantity(MEMORY_REQUEST, DEFAULT_RESOURCES["memory"][0]),
-        quantity(MEMORY_LIMIT, DEFAULT_RESOURCES["memory"][1]),
-    )
-    for resource, (request, limit) in (("cpu", cpu), ("memory", memory)):
+        values["identity"] = default_identity
+    options = PodOptions(**{**{row.field: row.default for row in TABLE}, **values})
+    problems += _conflicts(options)
+    if problems:
+        raise InjectionRefused("; ".join(problems))
+    return options
+
+
+def _conflicts(options: PodOptions) -> list[str]:
+    """Rules between annotations (each one valid alone)."""
+    problems = [
+        f"annotation {TOKEN_FILES}: audience {audience!r} of {name} is not kept fresh; add it to {AUDIENCES}"
+        for name, audience in options.token_files
+        if audience is not None and audience not in options.audiences
+    ]
+    if options.proxy and options.proxy_port == options.metrics_port:
+        problems.append(
+            f"annotations {PROXY_PORT} and {METRICS_PORT} both say {options.proxy_port}; choose two ports"
+        )
+    for resource, request, limit in (
+        ("cpu", options.cpu_request, options.cpu_limit),
+        ("memory", options.memory_request, options.memory_limit),
+    ):
         if _amount(request) > _amount(limit):
             problems.append(
                 f"the sidecar's {resource} request {request} is more than its limit {limit}; "
                 f"lower {PREFIX}{resource}-request or raise {PREFIX}{resource}-limit"
             )
-    image = text(IMAGE)
-    oidc_audience = text(OIDC_AUDIENCE)
-    if problems:
-        raise InjectionRefused("; ".join(problems))
-    assert identity is not None
-    return PodOptions(
-        identity=identity,
-        audiences=audiences,
-        proxy=proxy,
-        proxy_port=proxy_port,
-        metrics_port=metrics_port,
-        token_files=tuple(token_files),
-        oidc_audience=oidc_audience,
-        oidc_expiration=expiration,
-        cpu=cpu,
-        memory=memory,
-        image=image,
-    )
+    return problems

@@ -1,7 +1,9 @@
 """The injector's own settings, shared by ``tokenrelay inject`` and ``tokenrelay webhook``.
 
-Each is a flag with an environment variable; the URLs take the same variables as ``tokenrelay run``
-(``TOKENRELAY_AUTH_URL``, ``TOKENRELAY_API_URL``), since they are the values the sidecar will get.
+``OPTIONS`` holds them as ``config.Option`` rows, as ``tokenrelay run``'s table does: each is a flag
+with an environment variable derived from its name. The URLs take the same variables as
+``tokenrelay run`` (``TOKENRELAY_AUTH_URL``, ``TOKENRELAY_API_URL``), since they are the values the
+sidecar will get. docs/kubernetes.md's table of them is generated from ``OPTIONS``.
 """
 
 from __future__ import annotations
@@ -9,81 +11,102 @@ from __future__ import annotations
 import argparse
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import Any
 from urllib.parse import urlsplit
 
 from .._version import __version__
+from ..config import Option, add_options
 from ..errors import ConfigError
 from .mutation import Injector
 
 DEFAULT_IMAGE = f"ghcr.io/example/tokenrelay:{__version__}"
 _VERSION = re.compile(r"^v?(\d+)\.(\d+)(\.\d+)?([-+].*)?$")
 
-# dest, flag, env, metavar, help
-_FLAGS = (
-    (
+OPTIONS: tuple[Option, ...] = (
+    Option(
         "auth_url",
-        "--auth-url",
-        "TOKENRELAY_AUTH_URL",
-        "URL",
-        "token service base URL the sidecars use (required)",
+        "Token service base URL the sidecars use (their --auth-url; also the default audience of the "
+        "projected token).",
+        kind="url",
+        required=True,
+        metavar="URL",
     ),
-    ("api_url", "--api-url", "TOKENRELAY_API_URL", "URL", "API base URL the sidecars use (required)"),
-    ("image", "--image", "TOKENRELAY_IMAGE", "IMAGE", f"the sidecar's image (default {DEFAULT_IMAGE})"),
-    (
+    Option(
+        "api_url",
+        "API base URL the sidecars use (their --api-url).",
+        kind="url",
+        required=True,
+        metavar="URL",
+    ),
+    Option("image", "The sidecar's image.", default=DEFAULT_IMAGE, metavar="IMAGE"),
+    Option(
         "oidc_audience",
-        "--oidc-audience",
-        "TOKENRELAY_OIDC_AUDIENCE",
-        "AUD",
-        "audience of the projected service-account token (default: the --auth-url)",
+        "Audience of the projected service-account token (default: the --auth-url).",
+        metavar="AUD",
     ),
-    (
+    Option(
         "kube_version",
-        "--kube-version",
-        "TOKENRELAY_KUBE_VERSION",
-        "X.Y",
-        "the cluster's Kubernetes version; below 1.29 (no native sidecars) every pod is refused",
+        "The cluster's Kubernetes version; below 1.29 (no native sidecars) every pod is refused. "
+        "Unset: assumed recent enough (the webhook asks the API server).",
+        metavar="X.Y",
     ),
 )
+BY_NAME = {option.name: option for option in OPTIONS}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    for dest, flag, env, metavar, help_text in _FLAGS:
-        parser.add_argument(flag, dest=dest, metavar=metavar, help=f"{help_text} [env {env}]")
+    add_options(parser, OPTIONS)
+
+
+def value(option: Option, args: argparse.Namespace, env: Mapping[str, str]) -> Any:
+    """The flag's value, else the variable's (when the option has one), else the default; strings
+    stripped, and an empty one taken as not given."""
+    given = getattr(args, option.name, None)
+    if isinstance(given, str):
+        given = given.strip() or None
+    if given is None and option.variable is not None:
+        given = env.get(option.env, "").strip() or None
+    return option.default if given is None else given
+
+
+def values(
+    options: Sequence[Option], args: argparse.Namespace, environ: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    env = os.environ if environ is None else environ
+    return {option.name: value(option, args, env) for option in options}
 
 
 def injector(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> Injector:
     """The Injector from flags and environment; raises ConfigError naming the flag and variable."""
-    env = os.environ if environ is None else environ
-    values: dict[str, str | None] = {}
-    for dest, _flag, variable, _, _ in _FLAGS:
-        value = getattr(args, dest, None) or env.get(variable) or None
-        values[dest] = value.strip() if value else None
-    for dest, flag, variable, _, _ in _FLAGS[:2]:
-        value = values[dest]
-        if value is None:
-            raise ConfigError(f"{flag} (env {variable}) is required: the sidecars' {dest.replace('_', ' ')}")
-        parts = urlsplit(value)
-        if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
-            raise ConfigError(f"{flag} (env {variable}): {value!r} is not an http:// or https:// URL")
-        values[dest] = value.rstrip("/")
+    given = values(OPTIONS, args, environ)
+    for option in OPTIONS:
+        text = given[option.name]
+        if text is None and option.required:
+            raise ConfigError(f"{option.where()} is required: the sidecars' {option.name.replace('_', ' ')}")
+        if option.kind == "url":
+            given[option.name] = _url(option, text)
     version = None
-    if values["kube_version"]:
-        version = parse_version(values["kube_version"])
+    if given["kube_version"] is not None:
+        version = parse_version(given["kube_version"])
         if version is None:
             raise ConfigError(
-                f"--kube-version (env TOKENRELAY_KUBE_VERSION): {values['kube_version']!r} is not a "
-                "version such as 1.30"
+                f"{BY_NAME['kube_version'].where()}: {given['kube_version']!r} is not a version such as 1.30"
             )
-    assert values["auth_url"] is not None
-    assert values["api_url"] is not None
     return Injector(
-        auth_url=values["auth_url"],
-        api_url=values["api_url"],
-        image=values["image"] or DEFAULT_IMAGE,
-        oidc_audience=values["oidc_audience"],
+        auth_url=given["auth_url"],
+        api_url=given["api_url"],
+        image=given["image"],
+        oidc_audience=given["oidc_audience"],
         kube_version=version,
     )
+
+
+def _url(option: Option, text: str) -> str:
+    parts = urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
+        raise ConfigError(f"{option.where()}: {text!r} is not an http:// or https:// URL")
+    return text.rstrip("/")
 
 
 def parse_version(text: str) -> tuple[int, int] | None:

@@ -32,6 +32,7 @@ from aiohttp import web
 from cryptography import x509
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from ..config import LOGGING, Option, add_options, logging_option
 from ..errors import ConfigError
 from ..lite.netloc import parse_hostport
 from ..sidecar import probes
@@ -49,19 +50,28 @@ CANARY: dict[str, Any] = {
 }
 
 
+# The defaults, named once: the flags' rows (OPTIONS) and WebhookSettings both read them.
+DEFAULT_LISTEN = "0.0.0.0:8443"
+DEFAULT_METRICS_LISTEN = "0.0.0.0:9090"
+DEFAULT_TLS_DIR = "/var/run/tokenrelay-webhook/tls"
+DEFAULT_NAME = "tokenrelay-injector"  # of the Service and of the MutatingWebhookConfiguration
+DEFAULT_CHECK_INTERVAL = 60.0
+DEFAULT_SHUTDOWN_DELAY = 5.0
+
+
 @dataclass(frozen=True, slots=True)
 class WebhookSettings:
     injector: mutation.Injector
-    listen: tuple[str, int] = ("0.0.0.0", 8443)
-    metrics_listen: tuple[str, int] | None = ("0.0.0.0", 9090)
-    tls_dir: Path = Path("/var/run/tokenrelay-webhook/tls")
+    listen: tuple[str, int] = parse_hostport(DEFAULT_LISTEN)
+    metrics_listen: tuple[str, int] | None = parse_hostport(DEFAULT_METRICS_LISTEN)
+    tls_dir: Path = Path(DEFAULT_TLS_DIR)
     namespace: str = "tokenrelay-system"
     excluded: frozenset[str] = frozenset({"kube-system"})
     cert_secret: str | None = None  # None: the files come from elsewhere (cert-manager)
-    webhook_configuration: str = "tokenrelay-injector"
-    service: str = "tokenrelay-injector"
-    check_interval: float = 60.0
-    shutdown_delay: float = 5.0
+    webhook_configuration: str = DEFAULT_NAME
+    service: str = DEFAULT_NAME
+    check_interval: float = DEFAULT_CHECK_INTERVAL
+    shutdown_delay: float = DEFAULT_SHUTDOWN_DELAY
     policy: certs.Policy = field(default_factory=certs.Policy)
 
     @property
@@ -325,99 +335,139 @@ def _with_version(config: WebhookSettings, version: tuple[int, int]) -> WebhookS
     return dataclasses.replace(config, injector=dataclasses.replace(config.injector, kube_version=version))
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--listen", default="0.0.0.0:8443", metavar="HOST:PORT", help="HTTPS listener (default 0.0.0.0:8443)"
-    )
-    parser.add_argument(
-        "--metrics-listen",
-        default="0.0.0.0:9090",
+OPTIONS: tuple[Option, ...] = (
+    Option(
+        "listen",
+        "The HTTPS listener: POST /mutate, /healthz, /readyz.",
+        kind="hostport",
+        default=DEFAULT_LISTEN,
         metavar="HOST:PORT",
-        help="/metrics in plain HTTP (default 0.0.0.0:9090)",
-    )
-    parser.add_argument(
-        "--tls-dir",
-        default="/var/run/tokenrelay-webhook/tls",
+        variable=None,
+    ),
+    Option(
+        "metrics_listen",
+        "/metrics (and /healthz, /readyz) in plain HTTP.",
+        kind="hostport",
+        default=DEFAULT_METRICS_LISTEN,
+        metavar="HOST:PORT",
+        variable=None,
+    ),
+    Option(
+        "tls_dir",
+        "Directory of tls.crt, tls.key and ca.crt: cert-manager's Secret mounted there, or where "
+        "--cert-secret writes.",
+        kind="path",
+        default=DEFAULT_TLS_DIR,
         metavar="DIR",
-        help="directory of tls.crt, tls.key and ca.crt (cert-manager's Secret, or --cert-secret's copy)",
-    )
-    parser.add_argument(
-        "--cert-secret",
+        variable=None,
+    ),
+    Option(
+        "cert_secret",
+        "Issue and rotate the serving certificate in this Secret and keep the caBundle current "
+        "(without it, --tls-dir is only read).",
         metavar="NAME",
-        help="issue and rotate the serving certificate in this Secret and keep the caBundle current "
-        "(without it, --tls-dir is only read)",
-    )
-    parser.add_argument(
-        "--webhook-configuration",
-        default="tokenrelay-injector",
+        variable=None,
+    ),
+    Option(
+        "webhook_configuration",
+        "The MutatingWebhookConfiguration whose caBundle --cert-secret keeps.",
+        default=DEFAULT_NAME,
         metavar="NAME",
-        help="the MutatingWebhookConfiguration whose caBundle --cert-secret keeps",
-    )
-    parser.add_argument(
-        "--service",
-        default="tokenrelay-injector",
+        variable=None,
+    ),
+    Option(
+        "service",
+        "The webhook's Service: the certificate is for NAME.NAMESPACE.svc.",
+        default=DEFAULT_NAME,
         metavar="NAME",
-        help="the webhook's Service (the certificate's name)",
-    )
-    parser.add_argument("--namespace", metavar="NS", help="the webhook's namespace [env POD_NAMESPACE]")
-    parser.add_argument(
-        "--exclude-namespace",
-        action="append",
-        default=[],
+        variable=None,
+    ),
+    Option(
+        "namespace",
+        "The webhook's namespace, never mutated; in a pod, the service account's namespace when unset.",
         metavar="NS",
-        help="never mutate pods of this namespace (repeatable; kube-system and the webhook's own always)",
-    )
-    parser.add_argument(
-        "--check-interval",
-        type=float,
-        default=60.0,
+        variable="POD_NAMESPACE",  # the name the downward API is usually given
+    ),
+    Option(
+        "exclude_namespace",
+        "Another namespace never to mutate (repeatable); kube-system and the webhook's own always are.",
+        kind="list",
+        repeatable=True,
+        default=(),
+        metavar="NS",
+        variable=None,
+    ),
+    Option(
+        "check_interval",
+        "How often the certificate is checked, rotated and reloaded, in seconds.",
+        kind="seconds",
+        default=DEFAULT_CHECK_INTERVAL,
         metavar="SECONDS",
-        help="how often the certificate is checked, rotated and reloaded (default 60)",
-    )
-    parser.add_argument(
-        "--shutdown-delay",
-        type=float,
-        default=5.0,
+        variable=None,
+    ),
+    Option(
+        "shutdown_delay",
+        "On SIGTERM, how long to keep serving while not ready, so the Service drops this replica "
+        "first, in seconds.",
+        kind="seconds",
+        default=DEFAULT_SHUTDOWN_DELAY,
         metavar="SECONDS",
-        help="on SIGTERM, how long to keep serving while not ready, for the endpoints to drop this replica "
-        "(default 5)",
-    )
-    parser.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
-    parser.add_argument("--log-format", default="json", choices=("json", "text"))
+        variable=None,
+    ),
+    *(logging_option(name) for name in LOGGING),
+)
+BY_NAME = {option.name: option for option in OPTIONS}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_options(parser, OPTIONS)
     settings.add_arguments(parser)
 
 
 def webhook_settings(args: argparse.Namespace, environ: dict[str, str] | None = None) -> WebhookSettings:
     env = dict(os.environ) if environ is None else environ
     injector = settings.injector(args, env)
-    namespace = args.namespace or env.get("POD_NAMESPACE")
+    given = settings.values(OPTIONS, args, env)
+    namespace = given["namespace"]
     if not namespace:
         try:
             namespace = SERVICE_ACCOUNT_NAMESPACE.read_text().strip()
         except OSError:
-            raise ConfigError("--namespace (env POD_NAMESPACE) is required outside a pod") from None
-    listen = _hostport("--listen", args.listen)
-    metrics = _hostport("--metrics-listen", args.metrics_listen) if args.metrics_listen else None
+            raise ConfigError(f"{BY_NAME['namespace'].where()} is required outside a pod") from None
+    listen = _hostport(BY_NAME["listen"], given["listen"])
+    # --metrics-listen "" turns the metrics listener off
+    metrics = _hostport(BY_NAME["metrics_listen"], args.metrics_listen) if args.metrics_listen else None
     return WebhookSettings(
         injector=injector,
         listen=listen,
         metrics_listen=metrics,
-        tls_dir=Path(args.tls_dir),
+        tls_dir=Path(given["tls_dir"]),
         namespace=namespace,
-        excluded=frozenset({"kube-system", namespace, *args.exclude_namespace}),
-        cert_secret=args.cert_secret,
-        webhook_configuration=args.webhook_configuration,
-        service=args.service,
-        check_interval=args.check_interval,
-        shutdown_delay=args.shutdown_delay,
+        excluded=frozenset({"kube-system", namespace, *given["exclude_namespace"]}),
+        cert_secret=given["cert_secret"],
+        webhook_configuration=given["webhook_configuration"],
+        service=given["service"],
+        check_interval=_seconds(BY_NAME["check_interval"], given["check_interval"]),
+        shutdown_delay=_seconds(BY_NAME["shutdown_delay"], given["shutdown_delay"]),
     )
 
 
-def _hostport(flag: str, text: str) -> tuple[str, int]:
+def _seconds(option: Option, raw: object) -> float:
+    # 0 is allowed: the tests stop at once with --shutdown-delay 0
     try:
-        return parse_hostport(text, "0.0.0.0:8443")
+        seconds = float(raw)  # type: ignore[arg-type]  # anything float() refuses is refused
+    except (TypeError, ValueError):
+        seconds = -1.0
+    if not 0 <= seconds < 86400:
+        raise ConfigError(f"{option.where()}: {raw!r} is not a number of seconds (0 or more, under a day)")
+    return seconds
+
+
+def _hostport(option: Option, text: str) -> tuple[str, int]:
+    try:
+        return parse_hostport(text, option.default)
     except ValueError as exc:
-        raise ConfigError(f"{flag}: {exc}") from None
+        raise ConfigError(f"{option.where()}: {exc}") from None
 
 
 def run(args: argparse.Namespace) -> int:

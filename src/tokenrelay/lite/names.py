@@ -63,7 +63,8 @@ EXPIRES_HEADER = "Token-Expires-At"
 # Variables read beside the options: the config file, and the helpers' host list.
 CONFIG_ENV = ENV_PREFIX + "CONFIG"
 HOSTS_ENV = ENV_PREFIX + "HOSTS"
-# What ``tokenrelay exec`` tells its command beside SOCKET_ENV: where the proxy listens.
+# Where the proxy listens (http://127.0.0.1:PORT): set by the injector in app containers when the pod's
+# proxy is on, and by ``tokenrelay exec`` for its command beside SOCKET_ENV.
 PROXY_URL_ENV = ENV_PREFIX + "PROXY_URL"
 
 

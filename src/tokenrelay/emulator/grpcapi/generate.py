@@ -13,14 +13,19 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 SOURCE_ROOT = HERE.parents[2]  # the directory holding the tokenrelay package
-PROTOS = ("iam.proto", "registry.proto", "vulnerabilities.proto")
+PROTOS = (
+    HERE / "iam.proto",
+    HERE / "registry.proto",
+    HERE / "vulnerabilities.proto",
+    SOURCE_ROOT / "tokenrelay" / "tokens" / "idsources" / "workload.proto",  # the SPIFFE Workload API
+)
 
 
 def generate(out: Path = SOURCE_ROOT) -> None:
     from grpc_tools import protoc
 
     well_known = resources.files("grpc_tools") / "_proto"
-    relative = [str((HERE / name).relative_to(SOURCE_ROOT)) for name in PROTOS]
+    relative = [str(path.relative_to(SOURCE_ROOT)) for path in PROTOS]
     args = [
         "protoc",
         f"-I{SOURCE_ROOT}",

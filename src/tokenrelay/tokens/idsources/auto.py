@@ -4,12 +4,13 @@
    (Kubernetes' projected token).
 2. A CI system, by its own markers: GitHub Actions, GitLab CI, Buildkite, CircleCI, Bitbucket
    Pipelines, Azure Pipelines.
-3. SPIFFE (``SPIFFE_ENDPOINT_SOCKET``): its place in ``ORDER`` is marked below.
-4. A cloud: Azure's App Service identity endpoint by its variables; then the metadata servers (AWS's
-   place marked, Azure IMDS, GCP) are asked together at the first exchange, with short timeouts, and
-   the first in this order that hands out a token wins.
+3. SPIFFE: ``SPIFFE_ENDPOINT_SOCKET`` is set.
+4. A cloud: AWS by the variables its platforms set for a role (the container credentials endpoint,
+   a web identity token file), Azure's App Service identity endpoint by its variables; then the
+   clouds are asked together at the first exchange (AWS's credential chain and STS, Azure IMDS, GCP's
+   metadata server), with short timeouts, and the first in this order that hands out a token wins.
 
-Steps 1-3 and the marked cloud are decided when tokenrelay starts, from the environment alone; one
+Steps 1-3 and the marked clouds are decided when tokenrelay starts, from the environment alone; one
 log line names the source chosen and why. Once chosen, the source is kept.
 """
 
@@ -32,9 +33,11 @@ ORDER: tuple[str, ...] = (
     "circleci",
     "bitbucket",
     "azure-pipelines",
-    # 3. SPIFFE: "spiffe" goes here (its marker: SPIFFE_ENDPOINT_SOCKET)
-    # 4. clouds: first by markers (Azure's IDENTITY_ENDPOINT), then by asking the metadata servers
-    # AWS: "aws" goes here
+    # 3. SPIFFE, by SPIFFE_ENDPOINT_SOCKET
+    "spiffe",
+    # 4. clouds: first by markers (AWS's container and web identity variables, Azure's
+    # IDENTITY_ENDPOINT), then by asking them
+    "aws",
     "azure",
     "gcp",
 )
@@ -99,10 +102,16 @@ class AutoSource(Source):
 
         probed = [name for name in ORDER if SOURCES[name].probes]
         quick = dataclasses.replace(self.inputs, timeout=min(self.inputs.timeout, PROBE_TIMEOUT))
-        candidates = [SOURCES[name].build(quick) for name in probed]
-        answers = await asyncio.gather(*(source.read() for source in candidates), return_exceptions=True)
-        lines = []
-        for name, answer in zip(probed, answers, strict=True):
+        lines, candidates = [], {}
+        for name in probed:
+            try:
+                candidates[name] = SOURCES[name].build(quick)
+            except ConfigError as exc:  # not this cloud here (AWS without a region, say): listed
+                lines.append(f"{name}: {exc.message}")
+        answers = await asyncio.gather(
+            *(source.read() for source in candidates.values()), return_exceptions=True
+        )
+        for name, answer in zip(candidates, answers, strict=True):
             if isinstance(answer, IdToken):
                 chosen = SOURCES[name].build(self.inputs)
                 self._choose(f"{SOURCES[name].platform}'s metadata server answered", chosen)

@@ -8,6 +8,7 @@ it), ``auto`` (detecting it) and the doctor (reporting it) all read this table.
 
 from __future__ import annotations
 
+from .aws import AwsSource
 from .azure import AzureSource
 from .azurepipelines import AzurePipelinesSource
 from .base import Source
@@ -16,6 +17,7 @@ from .circleci import CircleCiSource
 from .gcp import GcpSource
 from .github import GitHubActionsSource
 from .local import FileSource
+from .spiffe import SpiffeSource
 from .variables import BitbucketSource, EnvSource, GitLabSource
 
 SOURCES: dict[str, type[Source]] = {
@@ -31,6 +33,8 @@ SOURCES: dict[str, type[Source]] = {
         AzurePipelinesSource,
         GcpSource,
         AzureSource,
+        AwsSource,
+        SpiffeSource,
     )
 }
 

@@ -1,0 +1,208 @@
+"""AWS: STS ``GetWebIdentityToken`` (IAM outbound identity federation) mints a JWT for our audience at
+every exchange.
+
+The call is signed (SigV4) with the credentials of the standard chain, in the SDKs' order, read from
+the environment tokenrelay was given: access keys (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``,
+``AWS_SESSION_TOKEN``); a web identity token file (``AWS_WEB_IDENTITY_TOKEN_FILE`` with
+``AWS_ROLE_ARN``: EKS's IAM roles for service accounts); the container endpoint
+(``AWS_CONTAINER_CREDENTIALS_FULL_URI`` with ``AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE``, as EKS Pod
+Identity and ECS set them); IMDSv2. GetWebIdentityToken has no global endpoint: the region is
+``AWS_REGION``, else ``AWS_DEFAULT_REGION``; ``AWS_ENDPOINT_URL_STS``, else ``AWS_ENDPOINT_URL``,
+replaces the regional endpoint, as the SDKs honour them.
+
+botocore (the SDK's own credential providers, SigV4 and error parsing: made for exactly this) is
+imported by this module only, at the first read, and is an extra: ``pip install 'tokenrelay[aws]'``
+(1.41.0 is the first whose STS model has GetWebIdentityToken). Its calls block, so they run in a
+thread, each bounded (one attempt, connect and read timeouts; a metadata server's connect within
+``METADATA_CONNECT_TIMEOUT``), and the whole read by the exchange timeout.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...errors import ConfigError, IdTokenError
+from ...lite.names import DEFAULT_EXCHANGE_TIMEOUT
+from .base import METADATA_CONNECT_TIMEOUT, IdToken, Source, SourceInputs, checked
+from .httpfetch import platform_words
+
+REGION_VARIABLES = ("AWS_REGION", "AWS_DEFAULT_REGION")
+ENDPOINT_VARIABLES = ("AWS_ENDPOINT_URL_STS", "AWS_ENDPOINT_URL")
+IGNORE_ENDPOINTS = "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS"
+# What the platforms set in a workload that has an IAM role: auto chooses aws on these alone.
+MARKERS = {
+    "AWS_CONTAINER_CREDENTIALS_FULL_URI": "EKS Pod Identity or ECS",
+    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI": "ECS",
+    "AWS_WEB_IDENTITY_TOKEN_FILE": "EKS IAM roles for service accounts",
+}
+# botocore's names for the web identity settings, and the variables that give them
+WEB_IDENTITY = {
+    "web_identity_token_file": "AWS_WEB_IDENTITY_TOKEN_FILE",
+    "role_arn": "AWS_ROLE_ARN",
+    "role_session_name": "AWS_ROLE_SESSION_NAME",
+}
+# RS256 is the one every OIDC verifier takes; ES384 is the other that AWS offers.
+SIGNING_ALGORITHM = "RS256"
+EXTRA = "pip install 'tokenrelay[aws]'"
+CHAIN = (
+    "access keys (AWS_ACCESS_KEY_ID), AWS_WEB_IDENTITY_TOKEN_FILE, AWS_CONTAINER_CREDENTIALS_FULL_URI, IMDSv2"
+)
+
+
+@dataclass(slots=True)
+class AwsSource(Source):
+    """STS GetWebIdentityToken, signed with the standard credential chain's credentials."""
+
+    name = "aws"
+    platform = "AWS"
+    mints = True
+    probes = True
+    setup = (
+        "give the workload an IAM role allowed sts:GetWebIdentityToken (EKS Pod Identity, IRSA, an ECS "
+        "task role, an instance profile), enable outbound identity federation, and set AWS_REGION"
+    )
+
+    environ: Mapping[str, str] = field(repr=False)
+    audience: str
+    region: str
+    endpoint: str | None  # the STS endpoint override; None: the region's own endpoint
+    timeout: float = DEFAULT_EXCHANGE_TIMEOUT
+    connect_timeout: float = METADATA_CONNECT_TIMEOUT
+    wall: Callable[[], float] = time.time
+    description: str = ""
+    client: Any = field(default=None, repr=False)  # botocore's STS client, kept once it has credentials
+
+    def __post_init__(self) -> None:
+        where = f" at {self.endpoint}" if self.endpoint else ""
+        self.description = f"AWS STS GetWebIdentityToken in {self.region}{where}"
+
+    @classmethod
+    def build(cls, inputs: SourceInputs) -> AwsSource:
+        import importlib.util  # here: reading the table of sources stays cheap
+
+        env = inputs.environ
+        if importlib.util.find_spec("botocore") is None:
+            raise ConfigError(f"the aws OIDC token source needs botocore: {EXTRA}")
+        region = next((env[name] for name in REGION_VARIABLES if env.get(name)), None)
+        if region is None:
+            raise ConfigError(
+                "the aws OIDC token source needs the region: set AWS_REGION (GetWebIdentityToken has no "
+                "global endpoint)"
+            )
+        endpoint = None
+        if env.get(IGNORE_ENDPOINTS, "").lower() != "true":
+            endpoint = next((env[name] for name in ENDPOINT_VARIABLES if env.get(name)), None)
+        return cls(
+            env, inputs.audience, region, endpoint, inputs.timeout, inputs.connect_timeout, inputs.wall
+        )
+
+    @classmethod
+    def marker(cls, environ: Mapping[str, str]) -> str | None:
+        for variable, platform in MARKERS.items():
+            if environ.get(variable):
+                return f"{variable} is set ({platform})"
+        return None
+
+    async def read(self) -> IdToken:
+        import asyncio
+
+        try:
+            # the thread's own calls are bounded too: a cancelled wait leaves it to finish soon
+            token = await asyncio.wait_for(asyncio.to_thread(self._mint), self.timeout)
+        except TimeoutError:
+            raise IdTokenError(f"{self.description} did not answer within {self.timeout:g}s") from None
+        return checked(token, self.description, self.wall)
+
+    def _mint(self) -> str:
+        """The token, from STS (blocking: runs in a thread)."""
+        from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+
+        try:
+            client = self.client or self._new_client()
+            answer = client.get_web_identity_token(
+                Audience=[self.audience], SigningAlgorithm=SIGNING_ALGORITHM
+            )
+        except NoCredentialsError:
+            raise IdTokenError(f"{self.description}: no AWS credentials found ({CHAIN})") from None
+        except ClientError as exc:
+            error = exc.response.get("Error", {})
+            words = platform_words(f"{error.get('Code', '')}: {error.get('Message', '')}".encode())
+            status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", "?")
+            raise IdTokenError(f"{self.description} answered HTTP {status}: {words}") from None
+        except BotoCoreError as exc:  # no connection, a timeout, a credential provider's failure
+            raise IdTokenError(f"{self.description}: {platform_words(str(exc).encode())}") from None
+        except ValueError as exc:  # botocore's refusal of the endpoint URL
+            words = platform_words(str(exc).encode())
+            raise IdTokenError(
+                f"{self.description}: {words} (check {', '.join(ENDPOINT_VARIABLES)})"
+            ) from None
+        self.client = client
+        token = answer.get("WebIdentityToken")
+        if not isinstance(token, str):
+            raise IdTokenError(f'{self.description} answered without a "WebIdentityToken"')
+        return token
+
+    def _new_client(self) -> Any:
+        """botocore's STS client, its credentials from the chain read in ``environ``."""
+        import logging
+
+        import botocore.session
+        from botocore import credentials
+        from botocore.config import Config
+        from botocore.utils import ContainerMetadataFetcher, InstanceMetadataFetcher
+
+        class _OnceFetcher(ContainerMetadataFetcher):  # type: ignore[misc]
+            RETRY_ATTEMPTS = 1  # of botocore's 3, one second apart: a read fails in its 2s timeout
+
+        # botocore's debug lines carry signed headers and whole answers, the token among them: at
+        # tokenrelay's --log-level debug they would print it
+        logging.getLogger("botocore").setLevel(logging.WARNING)
+        env = dict(self.environ)
+        session = botocore.session.Session()
+        bounds = Config(
+            connect_timeout=self.timeout,
+            read_timeout=self.timeout,
+            retries={"total_max_attempts": 1},
+            user_agent_appid="tokenrelay",
+        )
+
+        def sts(service: str, **more: Any) -> Any:  # AssumeRoleWithWebIdentity, at the same endpoint
+            more["config"] = bounds.merge(more["config"]) if "config" in more else bounds
+            return session.create_client(service, region_name=self.region, endpoint_url=self.endpoint, **more)
+
+        web_identity = {key: env[name] for key, name in WEB_IDENTITY.items() if env.get(name)}
+        imds = {
+            "ec2_metadata_service_endpoint": env.get("AWS_EC2_METADATA_SERVICE_ENDPOINT"),
+            "ec2_metadata_service_endpoint_mode": env.get("AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE", "ipv4"),
+            "ec2_metadata_v1_disabled": env.get("AWS_EC2_METADATA_V1_DISABLED", "").lower() == "true",
+        }
+        # botocore's own providers in the SDKs' order, each reading ``env`` rather than os.environ
+        chain = credentials.CredentialResolver(
+            [
+                credentials.EnvProvider(environ=env),
+                credentials.AssumeRoleWithWebIdentityProvider(
+                    load_config=lambda: {"profiles": {"default": web_identity}},
+                    client_creator=sts,
+                    profile_name="default",
+                    cache={},
+                    disable_env_vars=True,
+                ),
+                credentials.ContainerProvider(environ=env, fetcher=_OnceFetcher()),
+                credentials.InstanceMetadataProvider(
+                    iam_role_fetcher=InstanceMetadataFetcher(
+                        timeout=self.connect_timeout, num_attempts=1, env=env, config=imds
+                    )
+                ),
+            ]
+        )
+        session.register_component("credential_provider", chain)
+        return sts("sts")
+
+    def fix(self) -> str:
+        return (
+            f"{self.setup}. The role's policy must allow sts:GetWebIdentityToken; credentials come from "
+            f"{CHAIN}"
+        )
