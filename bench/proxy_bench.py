@@ -216,7 +216,7 @@ def serve(variant: str, upstream: int, port: int, ca: str | None) -> None:
         return
     from tokenrelay.proxy import ProxyServer
     from tokenrelay.proxy.bearer import Bearer
-    from tokenrelay.proxy.pool import UpstreamPool
+    from tokenrelay.proxy.http1.pool import UpstreamPool
     from tokenrelay.testing import StaticTokenSource
 
     if variant == "no-token-cache":

@@ -18,7 +18,7 @@ import pytest
 from h2.errors import ErrorCodes
 
 from tokenrelay.proxy.bearer import REJECT_INTERVAL
-from tokenrelay.proxy.h2_upstream import GoawayKeepsStreams
+from tokenrelay.proxy.http2.upstream import GoawayKeepsStreams
 from tokenrelay.testing import FakeClock, loopback_certificates
 from tokenrelay.tokens.sts import Issued
 
@@ -473,3 +473,14 @@ async def test_streams_beyond_one_upstream_connection_open_another(h2proxied: H2
             assert json.loads((await client.answer(sid)).body) == {"slow": "done"}
         await client.close()
     assert h2proxied.echo.connections == 2
+
+
+async def test_http2_answers_lose_hop_by_hop_fields_as_http1_answers_do(h2proxied: H2Proxied) -> None:
+    """Proxy-* and Trailer fields of an upstream's HTTP/2 answer do not reach the client, as on HTTP/1.1;
+    other fields do."""
+    client = await RawH2.open(h2proxied.proxy.port)
+    answer = await client.answer(client.request(b"/hop"))
+    assert answer.headers[b":status"] == b"204"
+    assert answer.headers[b"x-kept"] == b"1"
+    assert b"proxy-status" not in answer.headers
+    assert b"trailer" not in answer.headers

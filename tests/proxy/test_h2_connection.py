@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from h2.config import H2Configuration
-from h2.connection import H2Connection
+from h2.connection import ConnectionInputs, ConnectionState, H2Connection, H2ConnectionStateMachine
 from h2.errors import ErrorCodes
 from h2.exceptions import ProtocolError
 from h2.utilities import HeaderValidationFlags, validate_headers
@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from packaging.requirements import Requirement
 
-from tokenrelay.proxy.h2_connection import (
+from tokenrelay.proxy.http2.connection import (
     BLOCK_MEMO_ENTRIES,
     BLOCK_MEMO_LENGTH,
     HUFFMAN_MEMO_ENTRIES,
@@ -33,6 +33,7 @@ from tokenrelay.proxy.h2_connection import (
     UpstreamDecoder,
     ValidationMemo,
 )
+from tokenrelay.proxy.http2.upstream import GoawayKeepsStreams
 
 ROOT = Path(__file__).resolve().parents[2]
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
@@ -304,3 +305,25 @@ def test_the_libraries_whose_private_methods_are_overridden_are_pinned(library: 
     (requirement,) = [Requirement(line) for line in declared if Requirement(line).name == library]
     assert {spec.operator for spec in requirement.specifier} == {">=", "<"}
     assert metadata.version(library) in requirement.specifier
+
+
+def test_goaway_keeps_streams_moves_as_h2_does_but_for_a_received_goaway() -> None:
+    """For every state and input, the proxy's connection state machine ends where h2's does, with the
+    same events or the same refusal; only a received GOAWAY leaves the connection as it was."""
+    for state in ConnectionState:
+        for input_ in ConnectionInputs:
+            ours, theirs = GoawayKeepsStreams(), H2ConnectionStateMachine()
+            ours.state = theirs.state = state
+            if input_ is ConnectionInputs.RECV_GOAWAY:
+                assert ours.process_input(input_) == []
+                assert ours.state is state
+                continue
+            try:
+                expected: list[object] | type[ProtocolError] = list(theirs.process_input(input_))
+            except ProtocolError:
+                expected = ProtocolError
+            try:
+                got: list[object] | type[ProtocolError] = list(ours.process_input(input_))
+            except ProtocolError:
+                got = ProtocolError
+            assert (got, ours.state) == (expected, theirs.state), (state, input_)

@@ -18,8 +18,7 @@ from hyperframe.frame import (
     WindowUpdateFrame,
 )
 
-from tokenrelay.proxy import ProxyServer
-from tokenrelay.proxy.h2_upstream import MAX_STREAMS, STREAM_WINDOW
+from tokenrelay.proxy import Limits, ProxyServer
 from tokenrelay.testing import FakeClock
 
 from ..support.h2client import RawH2
@@ -28,6 +27,9 @@ from ..support.proxy import Observed, StartProxy, Tokens
 from ..support.waiting import eventually
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+# the upstream side's bounds: what the upstream may send ahead on a stream, streams per connection
+STREAM_WINDOW = Limits().h2_upstream_stream_window
+MAX_STREAMS = Limits().h2_upstream_streams
 
 
 def headers_frame(

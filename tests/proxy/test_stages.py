@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
 
-from tokenrelay.proxy.downstream import ClientConnection, Phase, Stage
+from tokenrelay.proxy.http1.downstream import ClientConnection, Phase, Stage
 
 from ..support.proxy import Handler, StartProxy, Tokens
 from ..support.waiting import eventually

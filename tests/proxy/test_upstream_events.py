@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from tokenrelay.proxy.http1.upstream import AnswerEvents, UpstreamConnection
 from tokenrelay.proxy.limits import Limits
-from tokenrelay.proxy.upstream import AnswerEvents, UpstreamConnection
 
 
 @dataclass

@@ -12,7 +12,7 @@ import aiohttp
 import pytest
 
 from tokenrelay.proxy.bearer import REJECT_INTERVAL
-from tokenrelay.proxy.downstream import ClientConnection
+from tokenrelay.proxy.http1.downstream import ClientConnection
 from tokenrelay.testing import FakeClock
 
 from ..support.proxy import Echo, Handler, Observed, StartProxy, Tokens, body_of, raw

@@ -18,7 +18,7 @@ from h2.events import (
 )
 from h2.exceptions import ProtocolError
 
-from tokenrelay.proxy.h2_upstream import GoawayKeepsStreams
+from tokenrelay.proxy.http2.upstream import GoawayKeepsStreams
 
 Headers = list[tuple[bytes, bytes]]
 

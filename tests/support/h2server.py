@@ -185,6 +185,9 @@ class _Conn(asyncio.Protocol):
             self.reply(sid, 200, b'{"slow": "done"}')
         elif url.path == "/base/download":
             await self.download(sid, int(parse_qs(url.query)["size"][0]))
+        elif url.path == "/base/hop":  # fields that describe one connection, beside one that does not
+            hop = [(b"proxy-status", b"upstream"), (b"trailer", b"x-late"), (b"x-kept", b"1")]
+            self.send(sid, [(b":status", b"204"), *hop], end=True)
         elif url.path == "/base/upload":
             self.reply(sid, 200, json.dumps({"size": seen["size"]}).encode())
         elif grpc:

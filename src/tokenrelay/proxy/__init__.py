@@ -1,18 +1,19 @@
 """The token-injecting reverse proxy: ``tokenrelay run --proxy-listen 127.0.0.1:8080``.
 
-Its parts, one job each, named by direction: ``downstream`` (a client connection: parse, forward,
-limits, the retry policy), ``upstream`` (a connection to the upstream: relay the answer), ``target``
-(the one place requests may go, and how a client's target maps to it, with the verifying TLS
-context of an https upstream from ``tokenrelay.systemroots``), ``pool`` (keep-alive upstream
-connections), ``headers`` (which header lines cross, RFC 9110 §7.6.1), ``bearer`` (the Authorization
-line, from the TokenSource), ``flow`` (why reading from a client is paused), ``limits`` (the bounds),
-``context`` (the narrow view of the proxy each client connection gets), ``answers`` (the proxy's own
-AIP-193 errors), ``observer`` (counters for metrics), ``server`` (the daemon component).
-Dependencies run one way: ``server`` -> ``downstream`` -> ``context`` -> ``pool`` -> ``upstream``;
-an upstream connection reports to the downstream side through its ``AnswerEvents`` Protocol.
-HTTP/2 (h2c prior knowledge, gRPC), loaded with the first HTTP/2 client: ``h2_downstream`` (a client
-connection), ``h2_stream`` (one relayed stream), ``h2_upstream`` (the shared upstream connections),
-``h2_answers`` (trailers-only gRPC statuses and AIP-193 bodies), ``h2_relay`` (what they share).
+Two front ends, HTTP/1.1 and HTTP/2, each translating its framing, on one request policy: ``methods``
+(which methods are refused, which are sent again), ``headers`` (which header fields cross, RFC 9110
+§7.6.1 and RFC 9113 §8.2.2), ``refusals`` (the proxy's own answers, one catalogue), ``policy`` (the
+slow path: a token, or a healed one after a 401, and an upstream connection; the replay of a body),
+``bearer`` (the Authorization field, from the TokenSource), ``limits`` (every bound of both), ``target``
+(the one place requests may go, with the verifying TLS context of an https upstream), ``observer``
+(counters for metrics), ``context`` (the narrow view of the proxy each client connection gets) and
+``server`` (the daemon component).
+The front ends only translate their framing (http1/ and http2/ say how); they import the shared
+modules, never each other, except that the HTTP/1.1 side hands a connection that opens with the
+HTTP/2 preface to ``http2.downstream`` (imported then: h2 loads with the first HTTP/2 client).
+Dependencies run one way: ``server`` -> ``http1.downstream`` -> ``context`` -> ``http1.pool`` ->
+``http1.upstream``; an upstream connection reports to the downstream side through its
+``AnswerEvents`` Protocol. tests/proxy/test_layering.py holds the package to these rules.
 """
 
 from .limits import Limits

@@ -1,4 +1,5 @@
-"""The Authorization line the proxy injects: a memo of the header line for the current token.
+"""The Authorization the proxy injects: a memo of the header field for the current token, in the
+form each front end writes (an HTTP/1.1 line, an HTTP/2 field value).
 
 The token itself comes from ``TokenSource.current``, the synchronous fast path the local API shares:
 it hands out the held token without an ``await`` (which on the proxy's hot path would mean a task
@@ -17,6 +18,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from typing import NamedTuple
 
 from ..tokens.token import Token, TokenSource
 
@@ -26,11 +28,26 @@ REJECT_INTERVAL = 30.0
 
 
 def header_line(token: Token) -> bytes:
-    return b"Authorization: Bearer " + token.value.encode() + b"\r\n"
+    return b"Authorization: " + field_value(token) + b"\r\n"
+
+
+def field_value(token: Token) -> bytes:
+    return b"Bearer " + token.value.encode()
+
+
+class Held(NamedTuple):
+    """A token and its Authorization field, encoded once per token."""
+
+    token: Token
+    line: bytes  # HTTP/1.1: "Authorization: Bearer ...\r\n"
+    value: bytes  # HTTP/2: the field value, "Bearer ..."
+
+    def __repr__(self) -> str:
+        return f"Held(fingerprint={self.token.fingerprint!r})"  # never the token
 
 
 class Bearer:
-    """The current token of one audience, with its ``Authorization`` header line."""
+    """The current token of one audience, with its ``Authorization`` field."""
 
     def __init__(
         self, tokens: TokenSource, audience: str, clock: Callable[[], float] = time.monotonic
@@ -38,22 +55,20 @@ class Bearer:
         self._tokens = tokens
         self._audience = audience
         self._clock = clock
-        self._token: Token | None = None
-        self._line = b""
+        self._held: Held | None = None
         self._rejected: Token | None = None  # the token the last 401-forced refresh replaced
         self._next_reject = float("-inf")  # clock time from which a 401 may force a refresh again
         self._quiet_until = float("-inf")  # the "401s pass through" warning is logged once per interval
 
-    def current(self) -> tuple[Token, bytes] | None:
-        """The token to use and its line, without awaiting; None when none is valid (then ``await get()``)."""
+    def current(self) -> Held | None:
+        """The token and its field, without awaiting; None when none is valid (then ``await get()``)."""
         token = self._tokens.current(self._audience)
         if token is None:
             return None
-        if token is not self._token:
-            return self._remember(token)
-        return token, self._line
+        held = self._held
+        return held if held is not None and held.token is token else self._remember(token)
 
-    async def get(self) -> tuple[Token, bytes]:
+    async def get(self) -> Held:
         """Raises TokenUnavailable."""
         return self._remember(await self._tokens.get(self._audience))
 
@@ -72,7 +87,7 @@ class Bearer:
             )
         return False
 
-    async def reject(self, token: Token) -> tuple[Token, bytes]:
+    async def reject(self, token: Token) -> Held:
         """``token`` got a 401: a newer one (one refresh shared by every caller). Raises TokenUnavailable."""
         if not self._joins(token):
             self._rejected = token
@@ -82,13 +97,13 @@ class Bearer:
 
     def _joins(self, token: Token) -> bool:
         """A 401 on ``token`` needs no refresh of its own: one already replaced it, or a newer one is held."""
-        rejected, held = self._rejected, self._token
+        rejected, held = self._rejected, self._held
         return (rejected is not None and token.value == rejected.value) or (
-            held is not None and token.value != held.value
+            held is not None and token.value != held.token.value
         )
 
-    def _remember(self, token: Token) -> tuple[Token, bytes]:
-        if token is not self._token:
-            self._token = token
-            self._line = header_line(token)
-        return token, self._line
+    def _remember(self, token: Token) -> Held:
+        held = self._held
+        if held is None or held.token is not token:
+            held = self._held = Held(token, header_line(token), field_value(token))
+        return held

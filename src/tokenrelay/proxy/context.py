@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from .bearer import Bearer
+from .http1.pool import UpstreamPool
 from .limits import Limits
 from .observer import ProxyObserver
-from .pool import UpstreamPool
 from .target import Target
 
 
@@ -29,7 +29,7 @@ class Served(Protocol):
 
 
 class Http2Side(Protocol):
-    """The HTTP/2 half (``h2_relay``), made by the first HTTP/2 client: closed and swept by the server."""
+    """The HTTP/2 half (``http2.relay``), made by the first HTTP/2 client: closed and swept by the server."""
 
     def sweep(self, now: float) -> None: ...
 

@@ -6,6 +6,11 @@ They are dropped both ways; the proxy writes its own framing (``Content-Length``
 chunked bodies are re-chunked). Towards the upstream it also drops ``Host`` (set to the upstream's),
 ``Authorization`` (replaced by the current token) and ``Expect`` (the proxy answers ``100 Continue``
 itself). Header lines are kept as the bytes the peer sent: the proxy never re-encodes a value.
+
+HTTP/2 names the same fields connection-specific (RFC 9113 §8.2.2) and h2 refuses them from a
+client, except ``TE: trailers`` (gRPC's), which crosses; ``h2_request`` and ``h2_answer`` apply the
+same sets to HTTP/2 field lists. There the proxy does not answer ``100 Continue`` itself: ``Expect``
+crosses.
 """
 
 from __future__ import annotations
@@ -13,7 +18,9 @@ from __future__ import annotations
 from typing import NamedTuple
 
 HOP_BY_HOP = frozenset({b"connection", b"keep-alive", b"te", b"trailer", b"transfer-encoding", b"upgrade"})
-_REQUEST_DROP = HOP_BY_HOP | {b"host", b"authorization", b"expect"}
+_REPLACED = frozenset({b"host", b"authorization"})  # the upstream's Host, the current token
+_REQUEST_DROP = HOP_BY_HOP | _REPLACED | {b"expect"}
+H2_REQUEST_DROP = HOP_BY_HOP | _REPLACED
 # Connection options that name no header: nothing more to drop for them.
 # Content-Length frames the body: a client must not make the proxy drop it (request smuggling).
 _PLAIN_OPTIONS = frozenset({b"keep-alive", b"close", b"upgrade", b"content-length"})
@@ -75,3 +82,8 @@ def request(headers: list[tuple[bytes, bytes]]) -> Head:
 def response(headers: list[tuple[bytes, bytes]]) -> Head:
     """The upstream's headers as the client may see them (before the proxy's framing is added)."""
     return _filter(headers, HOP_BY_HOP)
+
+
+def h2_answer(fields: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    """An HTTP/2 answer's fields (lower-case names) as the client may see them."""
+    return [(name, value) for name, value in fields if name not in HOP_BY_HOP and name[:6] != b"proxy-"]

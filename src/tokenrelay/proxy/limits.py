@@ -1,24 +1,60 @@
-"""The proxy's bounds against abusive or broken clients and upstreams, in one place."""
+"""The proxy's bounds against abusive or broken clients and upstreams, for both protocols, in one place.
+
+Like hypercorn's ``Config``: one object that the HTTP/1.1 and the HTTP/2 front ends both read. Each
+field's comment says which protocol honours it (both, unless it says so); ``h2_*`` fields are HTTP/2's
+alone. The user-facing ones take their defaults from ``lite.names`` (``--proxy-timeout``,
+``--proxy-max-connections``); docs/proxy.md's limits tables are checked against these defaults
+(tests/proxy/test_docs.py).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from ..lite.names import DEFAULT_PROXY_MAX_CONNECTIONS, DEFAULT_PROXY_TIMEOUT
 
 
 @dataclass(frozen=True, slots=True)
 class Limits:
     """Bounds against abusive or broken clients (and a slow upstream)."""
 
-    header_bytes: int = 32 * 1024  # request line and headers together (431 beyond); the answer's too
-    header_count: int = 100  # (431 beyond); the answer's too (502 beyond)
-    header_timeout: float = 10.0  # from a request's first byte to the end of its head (408 after)
-    idle_timeout: float = 75.0  # a keep-alive connection with no request is closed after this
-    max_connections: int = 1024  # client connections held at once (503 beyond)
-    upstream_timeout: float = 60.0  # from a request sent in full to the answer's head (504 after),
-    # and the longest an upstream may go silent mid-answer, or leave the request unread (a cut after)
-    body_timeout: float = 20.0  # a request body's allowance before body_min_rate applies (408 after)
-    body_min_rate: int = 500  # bytes/s a request body must average beyond body_timeout
+    # request line and headers together (431 beyond); the answer's too (502 beyond). HTTP/2: the
+    # header list size, decoded, and the header block still arriving, coded (GOAWAY beyond)
+    header_bytes: int = 32 * 1024
+    header_count: int = 100  # request header fields (431 beyond); the answer's too (502 beyond)
+    header_timeout: float = 10.0  # HTTP/1.1: from a request's first byte to the end of its head (408 after)
+    idle_timeout: float = 75.0  # a client connection with no request (no stream) is closed after this
+    max_connections: int = DEFAULT_PROXY_MAX_CONNECTIONS  # client connections held at once (503 beyond)
+    # from a request sent in full to the answer's head (504 after), and the longest an upstream may go
+    # silent mid-answer, or leave the request unread (a cut after); HTTP/2: also the longest a stream's
+    # answer bytes may wait for a client that reads none of them (RST_STREAM CANCEL after)
+    upstream_timeout: float = DEFAULT_PROXY_TIMEOUT
+    body_timeout: float = (
+        20.0  # HTTP/1.1: a request body's allowance before body_min_rate applies (408 after)
+    )
+    body_min_rate: int = 500  # HTTP/1.1: bytes/s a request body must average beyond body_timeout
+    pending_bytes: int = (
+        256 * 1024
+    )  # HTTP/1.1: body held while no upstream connection is bound (reading stops)
+    replay_bytes: int = 64 * 1024  # a request body kept to send it again (a 401 heal, a lost connection)
+    upstream_idle_timeout: float = 30.0  # an idle upstream connection is closed after this (nginx's is 75 s)
+    linger_timeout: float = 2.0  # HTTP/1.1: unread bytes dropped after a refusal, before the close
+    # HTTP/2, towards a client: SETTINGS_MAX_CONCURRENT_STREAMS and the windows it may send ahead
+    h2_max_streams: int = 100
+    h2_stream_window: int = 256 * 1024
+    h2_connection_window: int = 1024 * 1024
+    # per second: control frames (SETTINGS, PING, their ACKs, PRIORITY, empty DATA, unknown types and
+    # WINDOW_UPDATEs beyond two for each DATA frame sent), and streams reset by the client (rapid
+    # reset, CVE-2023-44487); beyond either, GOAWAY ENHANCE_YOUR_CALM
+    h2_control_frames: int = 1000
+    h2_resets: int = 200
+    # a DATA frame this large (or the last one queued) may earn two WINDOW_UPDATEs from the client;
+    # window granted a byte at a time, again and again, earns none
+    h2_update_worthy_bytes: int = 1024
     # answer bytes an HTTP/2 client connection leaves unread in the proxy (its streams' windows closed,
-    # or its socket full); the stream whose bytes go beyond is reset (ENHANCE_YOUR_CALM). A stream
-    # whose queued bytes make no progress for upstream_timeout is reset too (CANCEL).
+    # or its socket full); the stream whose bytes go beyond is reset (ENHANCE_YOUR_CALM)
     h2_buffer_bytes: int = 4 * 1024 * 1024
+    # HTTP/2, towards the upstream: streams per connection (fewer if the upstream says so; another
+    # connection beyond) and the window it may send ahead on a stream (the connection's: all of them)
+    h2_upstream_streams: int = 100
+    h2_upstream_stream_window: int = 256 * 1024

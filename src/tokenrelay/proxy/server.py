@@ -7,14 +7,15 @@ import logging
 import time
 from collections.abc import Callable
 
+from ..lite.names import DEFAULT_PROXY_LISTEN, DEFAULT_SHUTDOWN_GRACE
 from ..lite.netloc import is_loopback
 from ..tokens.token import TokenSource
 from .bearer import Bearer
 from .context import ProxyContext
-from .downstream import ClientConnection
+from .http1.downstream import ClientConnection
+from .http1.pool import UpstreamPool
 from .limits import Limits
 from .observer import NullObserver, ProxyObserver
-from .pool import UpstreamPool
 from .target import Target
 
 log = logging.getLogger("tokenrelay.proxy")
@@ -30,10 +31,10 @@ class ProxyServer:
         api_url: str,
         tokens: TokenSource,
         *,
-        listen: tuple[str, int] = ("127.0.0.1", 8080),
+        listen: tuple[str, int] = DEFAULT_PROXY_LISTEN,
         upstream_ca: str | None = None,
         limits: Limits | None = None,
-        grace: float = 10.0,
+        grace: float = DEFAULT_SHUTDOWN_GRACE,
         allow_remote: bool = False,
         observer: ProxyObserver | None = None,
         clock: Callable[[], float] = time.monotonic,
@@ -41,7 +42,12 @@ class ProxyServer:
         self.upstream = upstream = Target.from_url(api_url, upstream_ca)
         self.clock = clock
         self.limits = limits = limits or Limits()
-        self.pool = UpstreamPool(upstream, connect_timeout=limits.upstream_timeout, clock=clock)
+        self.pool = UpstreamPool(
+            upstream,
+            connect_timeout=limits.upstream_timeout,
+            idle_timeout=limits.upstream_idle_timeout,
+            clock=clock,
+        )
         self.context = ProxyContext(
             target=upstream,
             pool=self.pool,

@@ -20,8 +20,8 @@ from typing import Protocol, cast
 
 import httptools
 
-from . import headers
-from .limits import Limits
+from .. import headers
+from ..limits import Limits
 
 _STATUS_LINES: dict[tuple[int, bytes], bytes] = {}
 _NO_BODY_STATUSES = frozenset({204, 304})

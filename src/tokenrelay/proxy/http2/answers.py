@@ -1,8 +1,9 @@
-"""The proxy's own answers on HTTP/2: trailers-only gRPC statuses, or AIP-193 bodies for other clients.
+"""The proxy's own answers on HTTP/2 (refusals.py): trailers-only gRPC statuses, or AIP-193 bodies.
 
 A gRPC client (``content-type: application/grpc...``) reads only ``grpc-status`` and ``grpc-message``
 (the gRPC over HTTP/2 protocol, "Trailers-Only"); any other HTTP/2 client gets the same AIP-193 JSON
-the HTTP/1.1 path sends (answers.py), whose ``code`` is the gRPC code.
+the HTTP/1.1 path sends (answers.py), whose ``code`` is the gRPC code. Further header fields
+(Allow, Retry-After) go only to clients that are not gRPC.
 """
 
 from __future__ import annotations
@@ -10,10 +11,9 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from ..lite import aip193
-from ..lite.aip193 import Code
-from ..lite.redact import scrub
-from .methods import ALLOW
+from ...lite import aip193
+from ...lite.redact import scrub
+from ..refusals import Refusal
 
 Headers = list[tuple[bytes, bytes]]
 
@@ -54,7 +54,9 @@ def grpc_status(headers: Headers) -> int | None:
     return None
 
 
-def error(grpc: bool, status: int, code: Code, message: str, reason: str) -> Answer:
+def render(refusal: Refusal, grpc: bool) -> Answer:
+    """A refusal (refusals.py) as trailers-only gRPC status, or as an AIP-193 answer."""
+    status, code, reason, message, fields = refusal
     if grpc:
         trailers = [
             (b":status", b"200"),
@@ -69,36 +71,6 @@ def error(grpc: bool, status: int, code: Code, message: str, reason: str) -> Ans
         (b"content-type", b"application/json"),
         (b"cache-control", b"no-store"),
         (b"content-length", b"%d" % len(body)),
+        *((name.lower(), value) for name, value in fields),
     ]
     return Answer(head, body, status, None)
-
-
-def token_unavailable(grpc: bool, message: str) -> Answer:
-    return error(grpc, 503, Code.UNAVAILABLE, message, "TOKEN_UNAVAILABLE")
-
-
-def unreachable(grpc: bool, message: str) -> Answer:
-    return error(grpc, 502, Code.UNAVAILABLE, message, "UPSTREAM_UNREACHABLE")
-
-
-def upstream_failed(grpc: bool, message: str) -> Answer:
-    return error(grpc, 502, Code.UNAVAILABLE, message, "UPSTREAM_FAILED")
-
-
-def upstream_timeout(grpc: bool, seconds: float) -> Answer:
-    message = f"the upstream did not answer within {seconds:g}s (--proxy-timeout)"
-    return error(grpc, 504, Code.DEADLINE_EXCEEDED, message, "UPSTREAM_TIMEOUT")
-
-
-def method_not_allowed(grpc: bool, message: str) -> Answer:
-    """The refusal of CONNECT or TRACE (methods.refusal says why)."""
-    answer = error(grpc, 405, Code.UNIMPLEMENTED, message, "METHOD_NOT_ALLOWED")
-    return answer if grpc else answer._replace(headers=[*answer.headers, (b"allow", ALLOW)])
-
-
-def bad_request(grpc: bool, message: str) -> Answer:
-    return error(grpc, 400, Code.INVALID_ARGUMENT, message, "BAD_REQUEST")
-
-
-def headers_too_large(grpc: bool, message: str) -> Answer:
-    return error(grpc, 431, Code.RESOURCE_EXHAUSTED, message, "HEADERS_TOO_LARGE")

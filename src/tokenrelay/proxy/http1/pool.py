@@ -12,11 +12,10 @@ import asyncio
 import time
 from collections.abc import Callable
 
-from .target import Target
+from ..target import Target
 from .upstream import UpstreamConnection
 
 MAX_IDLE = 256
-IDLE_SECONDS = 30.0  # below the usual servers' keep-alive timeouts (nginx 75 s, aiohttp 75 s)
 
 
 class UpstreamPool:
@@ -27,12 +26,14 @@ class UpstreamPool:
         upstream: Target,
         *,
         connect_timeout: float,
+        idle_timeout: float,
         max_idle: int = MAX_IDLE,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.upstream = upstream
         self._clock = clock
         self._connect_timeout = connect_timeout
+        self._idle_timeout = idle_timeout
         self._max_idle = max_idle
         self._idle: list[UpstreamConnection] = []
         self._closed = False
@@ -42,7 +43,7 @@ class UpstreamPool:
         idle = self._idle
         while idle:
             conn = idle.pop()
-            if not conn.closed and self._clock() - conn.idle_since < IDLE_SECONDS:
+            if not conn.closed and self._clock() - conn.idle_since < self._idle_timeout:
                 conn.reused = True
                 return conn
             conn.close()

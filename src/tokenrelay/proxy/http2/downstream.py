@@ -1,15 +1,13 @@
 """A client connection speaking cleartext HTTP/2 (prior knowledge): gRPC and other HTTP/2 clients.
 
-downstream.py hands the transport over when a connection's first bytes are the HTTP/2 client preface.
-Every stream is relayed to the one upstream (h2_stream.py) with the current token; ``:authority``
+http1/downstream.py hands the transport over when a connection's first bytes are the HTTP/2 client preface.
+Every stream is relayed to the one upstream (stream.py) with the current token; ``:authority``
 and ``:scheme`` are the upstream's, whatever the client sent; methods.py decides which methods
 are refused (as on HTTP/1.1), target.py which ``:path`` is.
 
-The limits of a server facing the internet (values in docs/proxy.md): at most MAX_STREAMS streams at
-once and a header list of at most Limits.header_bytes (HPACK bombs end at the decoder); per second, at
-most FLOOD_LIMIT control frames (SETTINGS, PING, their ACKs, PRIORITY, empty DATA, unknown types,
-and WINDOW_UPDATEs beyond two for each DATA frame sent) and RESET_LIMIT streams reset by the client
-(rapid reset, CVE-2023-44487): beyond either, GOAWAY ENHANCE_YOUR_CALM.
+The limits of a server facing the internet, all in ``Limits`` (h2_* and header_*): streams at once,
+the header list's size (HPACK bombs end at the decoder); per second, control frames and streams
+reset by the client (rapid reset, CVE-2023-44487): beyond either, GOAWAY ENHANCE_YOUR_CALM.
 While the client does not read its answers, the proxy stops reading from it, so the replies to its
 control frames cannot pile up either.
 """
@@ -18,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import ssl
 from typing import TYPE_CHECKING, cast
 
 from h2.config import H2Configuration
@@ -44,31 +41,21 @@ from h2.exceptions import ProtocolError
 from h2.settings import SettingCodes, Settings
 from hyperframe.frame import GoAwayFrame
 
-from ..errors import TokenUnavailable
-from . import h2_answers, methods
-from .h2_answers import Headers
-from .h2_connection import REQUEST_FLAGS, TRAILER_FLAGS, RelayConnection, ValidationMemo
-from .h2_relay import H2Relay
-from .h2_stream import Stream
-from .h2_upstream import GoawayKeepsStreams
+from .. import methods, refusals
+from ..headers import H2_REQUEST_DROP
+from ..policy import acquire
+from ..refusals import Refusal
+from . import answers
+from .answers import Headers
+from .connection import REQUEST_FLAGS, TRAILER_FLAGS, RelayConnection, ValidationMemo
+from .relay import H2Relay
+from .stream import Stream
+from .upstream import GoawayKeepsStreams
 
 if TYPE_CHECKING:
-    from .context import ProxyContext
+    from ..context import ProxyContext
 
 log = logging.getLogger("tokenrelay.proxy")
-
-MAX_STREAMS = 100
-STREAM_WINDOW = 256 * 1024  # what a client may send ahead on one stream
-CONNECTION_WINDOW = 1024 * 1024  # ... and on all its streams together
-FLOOD_LIMIT = 1000  # control frames per second
-RESET_LIMIT = 2 * MAX_STREAMS  # streams reset by the client per second
-
-# RFC 9113 §8.2.2: connection-specific fields never cross; h2 already refuses them from the client,
-# this also keeps Host and the client's Authorization (replaced by the token) from the upstream.
-_DROP = frozenset(
-    {b"connection", b"keep-alive", b"proxy-connection", b"transfer-encoding", b"upgrade", b"host"}
-    | {b"authorization", b"te"}
-)
 
 
 # Frames that carry no request: a client sending thousands of them is flooding (CVE-2019-9512, -9515).
@@ -82,26 +69,26 @@ _CONTROL = (
 )
 
 
-def take_over(server: ProxyContext, transport: asyncio.Transport, data: bytes) -> None:
+def take_over(context: ProxyContext, transport: asyncio.Transport, data: bytes) -> None:
     """Serve ``transport``, whose first bytes ``data`` began with the HTTP/2 client preface."""
-    relay = server.h2
+    relay = context.h2
     if not isinstance(relay, H2Relay):
-        relay = server.h2 = H2Relay(server)
-    conn = H2Client(server, relay)
+        relay = context.h2 = H2Relay(context)
+    conn = H2Client(context, relay)
     transport.set_protocol(conn)
     conn.connection_made(transport)
-    server.connections.add(conn)
+    context.connections.add(conn)
     conn.data_received(data)
 
 
 class H2Client(asyncio.Protocol):
     """Serves one HTTP/2 client connection."""
 
-    def __init__(self, server: ProxyContext, relay: H2Relay) -> None:
-        self.server = server
+    def __init__(self, context: ProxyContext, relay: H2Relay) -> None:
+        self.context = context
         self.relay = relay
-        self.limits = server.limits
-        self.clock = server.clock  # the proxy's: its sweeps and the streams' timeouts read the same time
+        self.limits = context.limits
+        self.clock = context.clock  # the proxy's: its sweeps and the streams' timeouts read the same time
         # Headers are validated once, as they arrive (from the client here, from the upstream there);
         # here by h2's own rules, once per distinct list (ValidationMemo), as each request is handled.
         config = H2Configuration(
@@ -117,8 +104,8 @@ class H2Client(asyncio.Protocol):
         h2.local_settings = Settings(
             client=False,
             initial_values={
-                SettingCodes.MAX_CONCURRENT_STREAMS: MAX_STREAMS,
-                SettingCodes.INITIAL_WINDOW_SIZE: STREAM_WINDOW,
+                SettingCodes.MAX_CONCURRENT_STREAMS: self.limits.h2_max_streams,
+                SettingCodes.INITIAL_WINDOW_SIZE: self.limits.h2_stream_window,
                 SettingCodes.MAX_HEADER_LIST_SIZE: self.limits.header_bytes,
             },
         )
@@ -143,7 +130,7 @@ class H2Client(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's transports do not subclass it
         self.h2.initiate_connection()
-        self.h2.increment_flow_control_window(CONNECTION_WINDOW - 65535)
+        self.h2.increment_flow_control_window(self.limits.h2_connection_window - 65535)
         self.mark()
 
     def data_received(self, data: bytes) -> None:
@@ -157,7 +144,7 @@ class H2Client(asyncio.Protocol):
                     self.valid.check(event.headers, TRAILER_FLAGS if trailers else REQUEST_FLAGS)
                 self._handle(event)
         except ProtocolError as exc:
-            log.info("HTTP/2 client broke the protocol", extra={"error": h2_answers.protocol_error(exc)})
+            log.info("HTTP/2 client broke the protocol", extra={"error": answers.protocol_error(exc)})
             if self.h2.state_machine.state is not ConnectionState.CLOSED:  # a header list h2 refuses
                 self.h2.close_connection(ErrorCodes.PROTOCOL_ERROR)
             self.flush()  # h2 has queued the GOAWAY
@@ -165,7 +152,7 @@ class H2Client(asyncio.Protocol):
             self.relay.flusher.run()
             return
         flood = self._flooding()
-        if flood or self.resets > RESET_LIMIT:
+        if flood or self.resets > self.limits.h2_resets:
             self._calm("control frame flood" if flood else "rapid reset")
         elif self.h2.unfinished_block() > self.limits.header_bytes:
             self._calm("header block larger than the header list limit")  # HEADERS + CONTINUATIONs
@@ -177,7 +164,7 @@ class H2Client(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        self.server.closed(self)
+        self.context.closed(self)
         for stream in list(self.streams.values()):
             stream.cancel()
         self.relay.flusher.run()
@@ -226,7 +213,7 @@ class H2Client(asyncio.Protocol):
         grpc_status = stream.grpc_status
         if grpc_status is None and stream.grpc and code == 499:
             grpc_status = 1  # CANCELLED: the client went away
-        self.server.observer.stream(code, grpc_status, self.clock() - stream.started)
+        self.context.observer.stream(code, grpc_status, self.clock() - stream.started)
         if not self.streams:
             self.idle_since = self.clock()
             if self.draining:
@@ -235,32 +222,24 @@ class H2Client(asyncio.Protocol):
     async def dispatch(self, stream: Stream, *, reject: bool) -> None:
         """The slow path: wait for a token or an upstream connection, then send the stream on."""
         relay = self.relay
-        bearer = self.server.bearer
-        try:
-            if reject and stream.token is not None:
-                token, line = await bearer.reject(stream.token)
-            else:
-                token, line = bearer.current() or await bearer.get()
-            up = relay.pool.take() or await relay.pool.get()
-        except TokenUnavailable as exc:
-            stream.task = None
-            log.warning("no token to forward with", extra={"error": exc.message, "protocol": "h2"})
-            stream.answer(h2_answers.token_unavailable(stream.grpc, exc.message))
-        except TimeoutError:
-            stream.task = None
-            stream.answer(h2_answers.upstream_timeout(stream.grpc, self.limits.upstream_timeout))
-        except OSError as exc:
-            stream.task = None
-            upstream = self.server.target
-            message = f"cannot reach the upstream {upstream.host}:{upstream.port}: {exc.strerror or exc}"
-            if isinstance(exc, ssl.SSLCertVerificationError):
-                message += "; if it uses a private CA, pass its bundle with --upstream-ca"
-            log.warning("upstream unreachable", extra={"error": message, "protocol": "h2"})
-            stream.answer(h2_answers.unreachable(stream.grpc, message))
-        else:
-            stream.task = None
-            if not stream.done:
-                stream.bind(up, token, line[len(b"Authorization: ") : -2])
+        bearer = self.context.bearer
+        rejected = stream.token if reject else None
+        got = await acquire(
+            bearer,
+            self.context.target,
+            self.limits.upstream_timeout,
+            held=None if rejected else bearer.current(),
+            rejected=rejected,
+            take=relay.pool.take,
+            connect=relay.pool.get,
+            protocol="h2",
+        )
+        stream.task = None
+        if isinstance(got, Refusal):
+            stream.refuse(got)
+        elif not stream.done:
+            held, up = got
+            stream.bind(up, held)
         relay.flusher.run()
 
     # -- what the server calls ----------------------------------------------------------------------------
@@ -365,38 +344,27 @@ class H2Client(asyncio.Protocol):
                 elif name == b":path":
                     path = value
                 continue  # :authority and :scheme are the upstream's; :protocol comes only with CONNECT
-            if name in _DROP or name.startswith(b"proxy-"):
+            if name in H2_REQUEST_DROP or name[:6] == b"proxy-":
                 if name == b"te" and value.lower() == b"trailers":
                     kept.append((name, b"trailers"))
                 continue
             if name == b"content-type":
                 content_type = value
             kept.append((name, value))
-        stream = Stream(self, sid, h2_answers.is_grpc(content_type))
+        stream = Stream(self, sid, answers.is_grpc(content_type))
         stream.complete = ended
         self.streams[sid] = stream
-        grpc = stream.grpc
         refused = methods.refusal(method)
         if refused is not None:
-            if refused.status == 405:
-                stream.answer(h2_answers.method_not_allowed(grpc, refused.message))
-            else:
-                stream.answer(h2_answers.bad_request(grpc, refused.message))
+            stream.refuse(refused)
             return
         relay = self.relay
         target = relay.target.origin(path)
         if target is None:
-            stream.answer(
-                h2_answers.bad_request(
-                    grpc,
-                    "the :path is no origin-form target (a path of visible ASCII): tokenrelay's proxy "
-                    "only forwards to its --api-url; send paths such as /v1/things",
-                )
-            )
+            stream.refuse(refusals.bad_path())
             return
         if len(kept) > self.limits.header_count:
-            message = f"more than {self.limits.header_count} request header fields"
-            stream.answer(h2_answers.headers_too_large(grpc, message))
+            stream.refuse(refusals.too_many_headers(self.limits.header_count))
             return
         stream.headers = [
             (b":method", method),
@@ -405,11 +373,10 @@ class H2Client(asyncio.Protocol):
             (b":path", target),
             *kept,
         ]
-        held = self.server.bearer.current()
+        held = self.context.bearer.current()
         up = relay.pool.take() if held is not None else None
         if held is not None and up is not None:
-            token, line = held
-            stream.bind(up, token, line[len(b"Authorization: ") : -2])
+            stream.bind(up, held)
         else:
             stream.task = asyncio.ensure_future(self.dispatch(stream, reject=False))
 
@@ -429,7 +396,7 @@ class H2Client(asyncio.Protocol):
     def _flooding(self) -> bool:
         """More control frames since the last sweep than allowed; a client may send up to two
         WINDOW_UPDATEs (stream and connection) for each DATA frame it got, on top."""
-        return self.frames > FLOOD_LIMIT + 2 * self.data_frames
+        return self.frames > self.limits.h2_control_frames + 2 * self.data_frames
 
     def _calm(self, what: str) -> None:
         log.warning("HTTP/2 client refused", extra={"error": what})
@@ -442,4 +409,4 @@ class H2Client(asyncio.Protocol):
             self.flush()
             self.closed = True
             self.transport.close()
-            self.server.closed(self)
+            self.context.closed(self)

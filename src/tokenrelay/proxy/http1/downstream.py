@@ -5,8 +5,8 @@ callbacks with no task, no future and one write per read in each direction. Only
 (asking the token source, opening a connection, the 401 retry) run as a task.
 
 A request's body is streamed as it arrives; while no upstream connection is bound yet it is held,
-and reading stops once that holds more than PENDING_LIMIT bytes. Up to REPLAY_LIMIT bytes of it are
-also kept so that the request can be sent again: once, on a fresh token after a 401, or on a new
+and reading stops once that holds more than ``Limits.pending_bytes``. Its first bytes are also kept
+(policy.Replay) so that the request can be sent again: once, on a fresh token after a 401, or on a new
 connection when a pooled one turns out to have been closed by the upstream while idle (idempotent
 methods only).
 Pipelined requests are parsed, queued (reading stops meanwhile) and answered in order.
@@ -17,29 +17,25 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
-import ssl
 from collections import deque
-from collections.abc import Callable
-from functools import partial
 from typing import cast
 
 import httptools
 
-from ..errors import TokenUnavailable
-from ..tokens.token import Token
-from . import answers, headers, methods
-from .context import ProxyContext
+from ...tokens.token import Token
+from .. import headers, methods, refusals
+from ..bearer import Held
+from ..context import ProxyContext
+from ..limits import Limits
+from ..policy import Replay, acquire, may_heal
+from ..refusals import Refusal
+from . import answers
 from .flow import PENDING_FULL, QUEUED, STOPPED, UPGRADING, UPSTREAM_FULL, ReadFlow
-from .limits import Limits
 from .upstream import UpstreamConnection
 
 log = logging.getLogger("tokenrelay.proxy")
 
 H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"  # RFC 9113 §3.4: an HTTP/2 client's first bytes
-
-REPLAY_LIMIT = 64 * 1024  # held in memory per request for a retry: room for a JSON call, not an upload
-PENDING_LIMIT = 256 * 1024
-LINGER_SECONDS = 2.0  # after refusing a request mid-way, how long its remaining bytes are read and dropped
 
 
 class Stage(enum.Enum):
@@ -69,11 +65,11 @@ class _StopParsing(Exception):
 
 
 class _Refuse(Exception):
-    """Raised inside a parser callback to stop parsing and answer ``answer``."""
+    """Raised inside a parser callback to stop parsing and answer ``refusal``."""
 
-    def __init__(self, answer: bytes) -> None:
+    def __init__(self, refusal: Refusal) -> None:
         super().__init__()
-        self.answer = answer
+        self.refusal = refusal
 
 
 class ProxiedRequest:
@@ -95,8 +91,6 @@ class ProxiedRequest:
         "prefix",
         "refusal",
         "replay",
-        "replay_size",
-        "resent",
         "sent_at",
         "stage",
         "started",
@@ -105,7 +99,7 @@ class ProxiedRequest:
         "upgrade",
     )
 
-    def __init__(self, started: float) -> None:
+    def __init__(self, started: float, replay_limit: int) -> None:
         self.started = started
         self.prefix = b""  # request line and headers, without Authorization and the final CRLF
         self.refusal: bytes | None = None  # the proxy's own answer instead of forwarding
@@ -120,9 +114,7 @@ class ProxiedRequest:
         self.stage = _RECEIVING
         self.pending: list[bytes] = []  # body bytes received but not yet sent upstream
         self.pending_size = 0
-        self.replay: list[bytes] | None = []  # body bytes so far, while they fit in REPLAY_LIMIT
-        self.replay_size = 0
-        self.resent = False
+        self.replay = Replay(replay_limit)
         self.token: Token | None = None
         self.conn: UpstreamConnection | None = None
         self.status = 0  # the status the client got; 0 while nothing was sent
@@ -178,7 +170,8 @@ class ClientConnection(asyncio.Protocol):
         context = self._context
         if len(context.connections) >= self._limits.max_connections:
             self._phase = _CLOSED
-            self.transport.write(answers.too_many_connections(self._limits.max_connections))
+            refusal = refusals.too_many_connections(self._limits.max_connections)
+            self.transport.write(answers.render(refusal, close=True))
             self.transport.close()
             context.observer.request(503, 0.0)
             return
@@ -211,21 +204,23 @@ class ClientConnection(asyncio.Protocol):
         except httptools.HttpParserCallbackError as exc:
             cause = exc.__context__
             if isinstance(cause, _Refuse):
-                self._refuse(cause.answer)
+                self._refuse(cause.refusal)
             elif isinstance(cause, _StopParsing):
                 self._stop_reading()
             else:
                 raise
         except httptools.HttpParserError as exc:
-            self._refuse(answers.bad_request(f"malformed request: {exc}"))
+            self._refuse(refusals.bad_request(f"malformed request: {exc}"))
         else:
             if self._phase is not _BODY and self._unparsed > self._limits.header_bytes:
-                self._refuse(answers.headers_too_large(self._too_large()))
+                self._refuse(refusals.headers_too_large(self._too_large()))
         self._flush()
 
     def _speak_h2(self, data: bytes) -> None:
-        """The first bytes are the HTTP/2 client preface (RFC 9113 §3.4): h2_downstream serves the rest."""
-        from .h2_downstream import take_over  # h2 loads with the first HTTP/2 client, off the HTTP/1.1 path
+        """The first bytes are the HTTP/2 client preface (RFC 9113 §3.4): http2/ serves the rest."""
+        from ..http2.downstream import (
+            take_over,  # h2 loads with the first HTTP/2 client, off the HTTP/1.1 path
+        )
 
         assert self.transport is not None
         self._phase = _CLOSED
@@ -270,7 +265,7 @@ class ClientConnection(asyncio.Protocol):
     # -- httptools callbacks ---------------------------------------------------------------------
 
     def on_message_begin(self) -> None:
-        self._parsing = ProxiedRequest(self._clock())
+        self._parsing = ProxiedRequest(self._clock(), self._limits.replay_bytes)
         self._url = b""
         self._headers = []
         self._head_size = 0
@@ -280,18 +275,16 @@ class ClientConnection(asyncio.Protocol):
         self._head_size += len(url)
         self._unparsed = 0
         if self._head_size > self._limits.header_bytes:
-            raise _Refuse(answers.headers_too_large(self._too_large()))
+            raise _Refuse(refusals.headers_too_large(self._too_large()))
 
     def on_header(self, name: bytes, value: bytes) -> None:
         self._headers.append((name, value))
         self._head_size += len(name) + len(value) + 4
         self._unparsed = 0
         if self._head_size > self._limits.header_bytes:
-            raise _Refuse(answers.headers_too_large(self._too_large()))
+            raise _Refuse(refusals.headers_too_large(self._too_large()))
         if len(self._headers) > self._limits.header_count:
-            raise _Refuse(
-                answers.headers_too_large(f"more than {self._limits.header_count} request header fields")
-            )
+            raise _Refuse(refusals.too_many_headers(self._limits.header_count))
 
     def on_headers_complete(self) -> None:
         request = self._parsing
@@ -309,9 +302,7 @@ class ClientConnection(asyncio.Protocol):
         refused = methods.refusal(method)  # the parser has refused non-tokens: a 405 here
         target = upstream.target(self._url) if refused is None else None
         if target is None:
-            request.refusal = (
-                answers.method_not_allowed(refused.message) if refused else answers.foreign_target()
-            )
+            request.refusal = answers.render(refused or refusals.foreign_target(), close=True)
             request.stage = _RECEIVED
             self._enqueue(request)
             raise _StopParsing  # the refusal is queued, and closes the connection
@@ -373,7 +364,7 @@ class ClientConnection(asyncio.Protocol):
         request = self._active
         assert request is not None
         token = request.token
-        return token is not None and self.can_retry(request) and self._context.bearer.may_reject(token)
+        return self._phase is not _CLOSED and may_heal(request.replay, token, self._context.bearer)
 
     def answered(self, conn: UpstreamConnection, reusable: bool) -> None:
         request = self._release(conn, reusable)
@@ -402,7 +393,7 @@ class ClientConnection(asyncio.Protocol):
         return keep
 
     def can_retry(self, request: ProxiedRequest) -> bool:
-        return not request.resent and request.replay is not None and self._phase is not _CLOSED
+        return request.replay.possible() and self._phase is not _CLOSED
 
     def upstream_failed(self, conn: UpstreamConnection, message: str) -> None:
         request = self._active
@@ -419,7 +410,7 @@ class ClientConnection(asyncio.Protocol):
             if conn.reused and not conn.received:
                 message += "; the request was not sent again, as the upstream may have processed it"
             log.warning("upstream failed", extra={"error": message})
-            self._fail(request, partial(answers.upstream_failed, message))
+            self._fail(request, refusals.upstream_failed(message))
 
     def upstream_paused(self) -> None:
         self._flow.pause(UPSTREAM_FULL)
@@ -478,7 +469,7 @@ class ClientConnection(asyncio.Protocol):
         head_started = self.head_started
         if head_started is not None:
             if now - head_started > limits.header_timeout:
-                self._refuse(answers.header_timeout(limits.header_timeout))
+                self._refuse(refusals.header_timeout(limits.header_timeout))
         elif self._parsing is None and now - self.idle_since > limits.idle_timeout:
             self._close()
 
@@ -488,7 +479,7 @@ class ClientConnection(asyncio.Protocol):
         conn.close()
         timeout = self._limits.upstream_timeout
         log.warning("upstream timed out", extra={"timeout": timeout})
-        self._fail(request, partial(answers.upstream_timeout, timeout))
+        self._fail(request, refusals.upstream_timeout(timeout))
 
     def _body_timed_out(self, request: ProxiedRequest) -> None:
         """A request body too slow to finish (a slowloris on the body): 408, or a cut once answered."""
@@ -505,7 +496,7 @@ class ClientConnection(asyncio.Protocol):
         if request is not self._active:
             self._abort()
             return
-        self._fail(request, partial(answers.body_timeout, limits.body_timeout, limits.body_min_rate))
+        self._fail(request, refusals.body_timeout(limits.body_timeout, limits.body_min_rate))
 
     def shutdown(self) -> None:
         """Finish the request in flight, then close; close at once when idle."""
@@ -542,51 +533,40 @@ class ClientConnection(asyncio.Protocol):
         self._task = asyncio.ensure_future(self._dispatch(request, held, reject=False, fresh=False))
 
     async def _dispatch(
-        self, request: ProxiedRequest, held: tuple[Token, bytes] | None, *, reject: bool, fresh: bool
+        self, request: ProxiedRequest, held: Held | None, *, reject: bool, fresh: bool
     ) -> None:
         context = self._context
-        try:
-            if reject and request.token is not None:
-                held = await context.bearer.reject(request.token)
-            elif held is None:
-                held = await context.bearer.get()
-            conn = None if fresh else context.pool.take()
-            if conn is None:
-                conn = await context.pool.connect()
-        except TokenUnavailable as exc:
-            self._task = None
-            log.warning("no token to forward with", extra={"error": exc.message})
-            self._fail(request, partial(answers.token_unavailable, exc.message))
-            return
-        except TimeoutError:
-            self._task = None
-            self._fail(request, partial(answers.upstream_timeout, self._limits.upstream_timeout))
-            return
-        except OSError as exc:
-            self._task = None
-            upstream = context.target
-            message = f"cannot reach the upstream {upstream.host}:{upstream.port}: {exc.strerror or exc}"
-            if isinstance(exc, ssl.SSLCertVerificationError):
-                message += "; if it uses a private CA, pass its bundle with --upstream-ca"
-            log.warning("upstream unreachable", extra={"error": message})
-            self._fail(request, partial(answers.unreachable, message))
-            return
+        pool = context.pool
+        got = await acquire(
+            context.bearer,
+            context.target,
+            self._limits.upstream_timeout,
+            held=held,
+            rejected=request.token if reject else None,
+            take=None if fresh else pool.take,
+            connect=pool.connect,
+            protocol="http/1.1",
+        )
         self._task = None
+        if isinstance(got, Refusal):
+            self._fail(request, got)
+            return
+        held, conn = got
         if request is not self._active or self._phase is _CLOSED:
             context.pool.release(conn, reusable=True)
             return
         self._bind(request, conn, held)
         self._flush()
 
-    def _bind(self, request: ProxiedRequest, conn: UpstreamConnection, held: tuple[Token, bytes]) -> None:
-        request.token, line = held
+    def _bind(self, request: ProxiedRequest, conn: UpstreamConnection, held: Held) -> None:
+        request.token = held.token
         request.conn = conn
         self._progress = (-1, 0.0)
         conn.bind(
             self, self._limits, head_only=request.head_only, http11=request.http11, upgrade=request.upgrade
         )
         out = self._out
-        out.append(request.prefix + line + b"\r\n")
+        out.append(request.prefix + held.line + b"\r\n")
         if request.pending:
             out += request.pending
             request.pending = []
@@ -600,20 +580,13 @@ class ClientConnection(asyncio.Protocol):
 
     def _forward(self, request: ProxiedRequest, data: bytes) -> None:
         """Body bytes (already framed) for the upstream."""
-        replay = request.replay
-        if replay is not None:
-            size = request.replay_size + len(data)
-            if size <= REPLAY_LIMIT:
-                replay.append(data)
-                request.replay_size = size
-            else:
-                request.replay = None
+        request.replay.keep(data)
         if request.conn is not None and request is self._active:
             self._out.append(data)
         else:
             request.pending.append(data)
             request.pending_size += len(data)
-            if request.pending_size > PENDING_LIMIT:
+            if request.pending_size > self._limits.pending_bytes:
                 self._flow.pause(PENDING_FULL)
 
     def _hold(self, data: bytes) -> None:
@@ -637,14 +610,11 @@ class ClientConnection(asyncio.Protocol):
 
     def _resend(self, request: ProxiedRequest, *, reject: bool) -> None:
         """Send the request again: after a 401 with a new token, or on a new connection."""
-        assert request.replay is not None
-        request.resent = True
         request.conn = None
         if request.stage is _SENT:
             request.stage = _RECEIVED
-        request.pending = request.replay
-        request.pending_size = request.replay_size
-        request.replay = None
+        request.pending_size = request.replay.size
+        request.pending = request.replay.take()
         self._context.observer.retry()
         self._task = asyncio.ensure_future(self._dispatch(request, None, reject=reject, fresh=not reject))
 
@@ -671,7 +641,7 @@ class ClientConnection(asyncio.Protocol):
         self.send(answer)
         self._end(request)
 
-    def _fail(self, request: ProxiedRequest, make: Callable[..., bytes]) -> None:
+    def _fail(self, request: ProxiedRequest, refusal: Refusal) -> None:
         """Answer with the proxy's own error, or cut the connection when the answer had begun."""
         if request is not self._active or self._phase is _CLOSED:
             return
@@ -680,21 +650,21 @@ class ClientConnection(asyncio.Protocol):
             return
         # An HTTP/1.0 client would need "Connection: keep-alive": closing is as good, on this rare path.
         close = not self.keeps_alive(request) or not request.http11
-        self._answer(request, make(close=close), close=close)
+        self._answer(request, answers.render(refusal, close=close), close=close)
 
     def _stop_reading(self) -> None:
         self._flow.pause(STOPPED)
         self._upgrading = None
 
-    def _refuse(self, answer: bytes) -> None:
-        """Stop reading; answer ``answer`` once the requests before are answered."""
+    def _refuse(self, refusal: Refusal) -> None:
+        """Stop reading; answer ``refusal`` once the requests before are answered."""
         self._stop_reading()
         active = self._active
         if active is not None and active.stage is _RECEIVING:
             self._abort()  # its body was cut by the error: it can never be sent in full
             return
-        request = ProxiedRequest(self._clock())
-        request.refusal = answer
+        request = ProxiedRequest(self._clock(), self._limits.replay_bytes)
+        request.refusal = answers.render(refusal, close=True)
         request.stage = _RECEIVED
         self._parsing = None
         self._enqueue(request)
@@ -720,7 +690,7 @@ class ClientConnection(asyncio.Protocol):
                 self._flow.reasons |= STOPPED
                 transport.write_eof()
                 transport.resume_reading()
-                asyncio.get_running_loop().call_later(LINGER_SECONDS, transport.close)
+                asyncio.get_running_loop().call_later(self._limits.linger_timeout, transport.close)
             else:
                 transport.close()
             self._context.closed(self)

@@ -7,22 +7,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .h2_flush import Flusher
-from .h2_upstream import H2Pool
+from .flush import Flusher
+from .upstream import H2Pool
 
 if TYPE_CHECKING:
-    from .context import ProxyContext
+    from ..context import ProxyContext
 
 
 class H2Relay:
     """The HTTP/2 side of one ProxyServer."""
 
-    def __init__(self, server: ProxyContext) -> None:
-        upstream = server.target
+    def __init__(self, context: ProxyContext) -> None:
+        upstream = context.target
         self.flusher = Flusher()
-        self.pool = H2Pool(
-            upstream, server.upstream_ca, server.limits.upstream_timeout, self.flusher, server.clock
-        )
+        self.pool = H2Pool(upstream, context.upstream_ca, context.limits, self.flusher, context.clock)
         self.scheme = b"https" if upstream.ssl is not None else b"http"
         self.authority = upstream.host_header[len(b"Host: ") : -2]
         self.target = upstream

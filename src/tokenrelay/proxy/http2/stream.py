@@ -4,10 +4,10 @@ Each direction keeps a queue of DATA not yet sent on: bytes wait there while the
 flow-control window is closed, and the sending side's window is reopened (the bytes acknowledged)
 only once they have gone on. Memory per stream is thereby bounded by the windows the proxy grants.
 
-Up to REPLAY_LIMIT bytes of the request body are kept so that the request can be sent again: once,
-with a refreshed token, when the upstream answers 401 or a trailers-only ``grpc-status: 16`` before
-anything went to the client (at most one forced refresh per interval, as on HTTP/1.1: bearer.py);
-or when the upstream refused the stream unprocessed (GOAWAY, REFUSED_STREAM).
+The request body's first bytes are kept (policy.Replay) so that the request can be sent again:
+once, with a refreshed token, when the upstream answers 401 or a trailers-only ``grpc-status: 16``
+before anything went to the client (policy.may_heal, as on HTTP/1.1); or when the upstream refused
+the stream unprocessed (GOAWAY, REFUSED_STREAM).
 """
 
 from __future__ import annotations
@@ -21,25 +21,29 @@ from typing import TYPE_CHECKING, Protocol
 from h2.errors import ErrorCodes
 from h2.exceptions import ProtocolError
 
-from ..tokens.token import Token
-from . import h2_answers
-from .h2_answers import Answer, Headers
+from ...tokens.token import Token
+from .. import refusals
+from ..headers import h2_answer
+from ..policy import Replay, may_heal
+from . import answers
+from .answers import Headers
 
 if TYPE_CHECKING:
     from h2.connection import H2Connection
 
-    from .bearer import Bearer
-    from .limits import Limits
-    from .observer import ProxyObserver
+    from ..bearer import Bearer, Held
+    from ..limits import Limits
+    from ..observer import ProxyObserver
+    from ..refusals import Refusal
 
 
-class _Server(Protocol):
+class _Context(Protocol):
     observer: ProxyObserver
     bearer: Bearer
 
 
 class DownSide(Protocol):
-    """What a stream uses of its client connection (``h2_downstream.H2Client``)."""
+    """What a stream uses of its client connection (``downstream.H2Client``)."""
 
     @property
     def h2(self) -> H2Connection: ...
@@ -53,7 +57,7 @@ class DownSide(Protocol):
     data_frames: int  # DATA frames that earn the client WINDOW_UPDATEs, since the last sweep
 
     @property
-    def server(self) -> _Server: ...
+    def context(self) -> _Context: ...
 
     def send_headers(self, sid: int, headers: Headers, end: bool) -> bool: ...
 
@@ -69,7 +73,7 @@ class DownSide(Protocol):
 
 
 class UpSide(Protocol):
-    """What a stream uses of the upstream connection it is sent on (``h2_upstream.H2Upstream``)."""
+    """What a stream uses of the upstream connection it is sent on (``upstream.H2Upstream``)."""
 
     @property
     def h2(self) -> H2Connection: ...
@@ -88,20 +92,6 @@ class UpSide(Protocol):
 
 log = logging.getLogger("tokenrelay.proxy")
 
-REPLAY_LIMIT = 64 * 1024  # as on HTTP/1.1: room for a unary call's message, not a stream
-# A DATA frame this large, or the last one queued, may earn WINDOW_UPDATEs from the client (the flood
-# limit allows for them); window granted a byte at a time, again and again, earns none: a flood.
-WORTH_AN_UPDATE = 1024
-# RFC 9113 §8.2.2: never forwarded (h2 refuses them from clients; from the upstream they are dropped)
-CONNECTION_SPECIFIC = frozenset(
-    {b"connection", b"keep-alive", b"proxy-connection", b"transfer-encoding", b"upgrade", b"te"}
-)
-
-
-def _answer_headers(headers: Headers) -> Headers:
-    return [(name, value) for name, value in headers if name not in CONNECTION_SPECIFIC]
-
-
 UNAUTHENTICATED = 16
 
 
@@ -118,8 +108,6 @@ class Stream:
         "grpc_status",
         "headers",
         "replay",
-        "replay_size",
-        "resent",
         "sid",
         "stall",
         "started",
@@ -148,9 +136,7 @@ class Stream:
         self.to_up: deque[tuple[bytes, bool]] = deque()  # (bytes, acknowledge to the client once sent)
         self.up_trailers: Headers | None = None
         self.up_ended = False  # END_STREAM went upstream
-        self.replay: list[bytes] | None = []  # the body so far, while it fits in REPLAY_LIMIT
-        self.replay_size = 0
-        self.resent = False
+        self.replay = Replay(down.limits.replay_bytes)
         self.token: Token | None = None
         self.task: asyncio.Future[None] | None = None
         self.status = 0  # the HTTP status the client got; 0 while nothing was sent
@@ -170,14 +156,7 @@ class Stream:
             self.down.ack(self.sid, flow - len(data))  # padding: nothing to pass on
         if not data:
             return
-        replay = self.replay
-        if replay is not None:
-            size = self.replay_size + len(data)
-            if size <= REPLAY_LIMIT:
-                replay.append(data)
-                self.replay_size = size
-            else:
-                self.replay = None
+        self.replay.keep(data)
         self.to_up.append((data, True))
         self.pump_up()
 
@@ -202,11 +181,11 @@ class Stream:
 
     # -- towards the upstream -----------------------------------------------------------------------
 
-    def bind(self, up: UpSide, token: Token, authorization: bytes) -> None:
-        self.token = token
+    def bind(self, up: UpSide, held: Held) -> None:
+        self.token = held.token
         self.up = up
         end = self.complete and not self.to_up and self.up_trailers is None
-        self.up_sid = up.open(self, [*self.headers, (b"authorization", authorization)], end)
+        self.up_sid = up.open(self, [*self.headers, (b"authorization", held.value)], end)
         if end:
             self.up_ended = True
             self.waiting_since = self.down.clock()
@@ -263,7 +242,7 @@ class Stream:
                 status = int(value)
                 break
         if (
-            status == 401 or (ended and h2_answers.grpc_status(headers) == UNAUTHENTICATED)
+            status == 401 or (ended and answers.grpc_status(headers) == UNAUTHENTICATED)
         ) and self._may_heal():
             self._drop_up(reset=not ended)
             token = self.token
@@ -274,10 +253,10 @@ class Stream:
             self._resend(reject=True)
             return
         self.status = status
-        self.replay = None  # the answer has begun: the request will not be sent again
+        self.replay.forget()  # the answer has begun
         if ended:
-            self.grpc_status = h2_answers.grpc_status(headers)
-        if not self.down.send_headers(self.sid, _answer_headers(headers), ended):
+            self.grpc_status = answers.grpc_status(headers)
+        if not self.down.send_headers(self.sid, h2_answer(headers), ended):
             self.cancel()
         elif ended:
             self._finish()
@@ -299,8 +278,8 @@ class Stream:
                 self._reset_down(ErrorCodes.ENHANCE_YOUR_CALM)
 
     def on_trailers(self, headers: Headers) -> None:
-        self.grpc_status = h2_answers.grpc_status(headers)
-        self.down_trailers = _answer_headers(headers)
+        self.grpc_status = answers.grpc_status(headers)
+        self.down_trailers = h2_answer(headers)
 
     def on_end(self) -> None:
         if self.done or not self.status or self.down_end:
@@ -328,7 +307,7 @@ class Stream:
             self._resend(reject=False)
         elif not self.status:
             log.warning("upstream failed", extra={"error": message, "protocol": "h2"})
-            self.answer(h2_answers.upstream_failed(self.grpc, message))
+            self.refuse(refusals.upstream_failed(message))
         else:
             self._reset_down(ErrorCodes.INTERNAL_ERROR)
 
@@ -341,6 +320,7 @@ class Stream:
         h2 = down.h2
         sid = self.sid
         to_down = self.to_down
+        worthy = down.limits.h2_update_worthy_bytes
         try:
             while to_down:
                 room = min(h2.local_flow_control_window(sid), h2.max_outbound_frame_size)
@@ -358,7 +338,7 @@ class Stream:
                 last = not to_down and self.down_end and self.down_trailers is None
                 h2.send_data(sid, data, end_stream=last)
                 down.buffered -= len(data)
-                if len(data) >= WORTH_AN_UPDATE or not to_down:
+                if len(data) >= worthy or not to_down:
                     down.data_frames += 1
                 if self.up is not None:
                     self.up.ack(self.up_sid, len(data))
@@ -379,13 +359,14 @@ class Stream:
             return
         down.mark()
 
-    def answer(self, answer: Answer) -> None:
+    def refuse(self, refusal: Refusal) -> None:
         """The proxy's own answer (a refusal or an upstream failure), or a reset once the answer began."""
         if self.done:
             return
         if self.status:
             self._reset_down(ErrorCodes.INTERNAL_ERROR)
             return
+        answer = answers.render(refusal, self.grpc)
         self.status = answer.status
         self.grpc_status = answer.grpc_status
         if not self.down.send_headers(self.sid, answer.headers, not answer.body):
@@ -403,7 +384,7 @@ class Stream:
             self.waiting_since = 0.0
             self._drop_up(reset=True)
             log.warning("upstream timed out", extra={"timeout": timeout, "protocol": "h2"})
-            self.answer(h2_answers.upstream_timeout(self.grpc, timeout))
+            self.refuse(refusals.upstream_timeout(timeout))
             return
         # Answer bytes the client takes none of (window closed, socket full): the queue's head stays
         # the same object until some of it is sent, so the hot path keeps no time for this.
@@ -419,27 +400,20 @@ class Stream:
     # -- helpers ----------------------------------------------------------------------------------------
 
     def _may_resend(self) -> bool:
-        return not self.resent and self.replay is not None and not self.down.closed
+        return self.replay.possible() and not self.down.closed
 
     def _may_heal(self) -> bool:
-        """Whether a refused token may be refreshed and the call sent again; the bound on forced
-        refreshes is the HTTP/1.1 side's, Bearer.may_reject (asked last: it logs when it says no)."""
-        token = self.token
-        return (
-            self.complete
-            and self._may_resend()
-            and token is not None
-            and self.down.server.bearer.may_reject(token)
-        )
+        """Whether a refused token may be refreshed and the call sent again (a whole request only)."""
+        down = self.down
+        return self.complete and not down.closed and may_heal(self.replay, self.token, down.context.bearer)
 
     def _resend(self, *, reject: bool) -> None:
-        assert self.replay is not None
-        self.resent = True
+        body = self.replay.take()
         self._ack_unsent()
-        self.to_up = deque((data, False) for data in self.replay)
+        self.to_up = deque((data, False) for data in body)
         self.up_ended = False
         self.waiting_since = 0.0
-        self.down.server.observer.retry()
+        self.down.context.observer.retry()
         self.task = asyncio.ensure_future(self.down.dispatch(self, reject=reject))
 
     def _discard_down(self) -> None:

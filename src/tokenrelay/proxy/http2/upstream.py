@@ -1,9 +1,10 @@
 """HTTP/2 connections to the upstream, shared by the streams of every HTTP/2 client.
 
 h2c with prior knowledge to an ``http://`` upstream, TLS with ALPN ``h2`` to an ``https://`` one. A
-connection carries streams until it holds as many as the upstream allows (SETTINGS_MAX_CONCURRENT_STREAMS,
-at most MAX_STREAMS); then the pool opens another. New connections are single-flight: a burst of
-streams waits for one handshake instead of opening one connection each.
+connection carries streams until it holds as many as the upstream allows
+(SETTINGS_MAX_CONCURRENT_STREAMS, at most ``Limits.h2_upstream_streams``); then the pool opens another.
+New connections are single-flight: a burst of streams waits for one handshake instead of opening one
+connection each.
 
 Flow control: the proxy acknowledges the upstream's DATA only once the client's side has taken it,
 so a slow client slows the upstream down instead of filling the proxy's memory.
@@ -19,7 +20,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol, cast
 
 from h2.config import H2Configuration
-from h2.connection import ConnectionInputs, H2ConnectionStateMachine
+from h2.connection import ConnectionInputs, ConnectionState, H2ConnectionStateMachine
 from h2.errors import ErrorCodes
 from h2.events import (
     ConnectionTerminated,
@@ -34,20 +35,17 @@ from h2.events import (
 from h2.exceptions import ProtocolError
 from h2.settings import SettingCodes, Settings
 
-from ..systemroots import verifying_context
-from . import h2_answers
-from .h2_connection import RelayConnection, UpstreamDecoder
+from ...systemroots import verifying_context
+from . import answers
+from .connection import RelayConnection, UpstreamDecoder
 
 if TYPE_CHECKING:
-    from .h2_flush import Flusher
-    from .target import Target
+    from ..limits import Limits
+    from ..target import Target
+    from .flush import Flusher
 
 log = logging.getLogger("tokenrelay.proxy")
 
-MAX_STREAMS = 100  # per upstream connection, whatever the upstream allows
-STREAM_WINDOW = 256 * 1024  # what the upstream may send ahead on a stream, unacknowledged
-CONNECTION_WINDOW = MAX_STREAMS * STREAM_WINDOW
-IDLE_SECONDS = 30.0
 
 Headers = list[tuple[bytes, bytes]]
 
@@ -70,12 +68,35 @@ class UpstreamStream(Protocol):
     def pump_up(self) -> None: ...
 
 
+def _stays(state: ConnectionState) -> frozenset[int]:
+    """The inputs that leave an open connection as it is with nothing to do (every frame but GOAWAY),
+    read from h2's own table, by identity: an Enum hashes in Python, and h2 looks up about ten per
+    gRPC call."""
+    return frozenset(
+        id(input_)
+        for (was, input_), (func, target) in H2ConnectionStateMachine._transitions.items()
+        if was is state and target is state and func is None
+    )
+
+
+_CLIENT_OPEN, _SERVER_OPEN = ConnectionState.CLIENT_OPEN, ConnectionState.SERVER_OPEN
+_CLIENT_STAYS, _SERVER_STAYS = _stays(_CLIENT_OPEN), _stays(_SERVER_OPEN)
+_RECV_GOAWAY = ConnectionInputs.RECV_GOAWAY
+
+
 class GoawayKeepsStreams(H2ConnectionStateMachine):
     """h2 takes a received GOAWAY for the end of the connection and then refuses every frame; RFC 9113
-    §6.8 lets the streams up to its last_stream_id finish, so the connection stays open for them."""
+    §6.8 lets the streams up to its last_stream_id finish, so the connection stays open for them.
+    An open connection's frames skip h2's table lookup (``_stays``)."""
 
     def process_input(self, input_: ConnectionInputs) -> list[Event]:
-        if input_ is ConnectionInputs.RECV_GOAWAY:
+        state = self.state
+        if state is _CLIENT_OPEN:
+            if id(input_) in _CLIENT_STAYS:
+                return []
+        elif state is _SERVER_OPEN and id(input_) in _SERVER_STAYS:
+            return []
+        if input_ is _RECV_GOAWAY:
             return []
         return super().process_input(input_)
 
@@ -86,8 +107,9 @@ class H2Upstream(asyncio.Protocol):
     def __init__(self, pool: H2Pool) -> None:
         self.pool = pool
         self.flusher = pool.flusher
-        # The client's headers were validated as they arrived (h2_downstream); the upstream is the one
-        # the operator named, and h2_stream drops connection-specific fields from its answers itself.
+        self.max_streams = pool.limits.h2_upstream_streams
+        # The client's headers were validated as they arrived (downstream.py); the upstream is the one
+        # the operator named, and stream.py drops connection-specific fields from its answers itself.
         config = H2Configuration(
             client_side=True,
             header_encoding=None,
@@ -110,7 +132,7 @@ class H2Upstream(asyncio.Protocol):
     # -- for the streams -------------------------------------------------------------------------
 
     def usable(self) -> bool:
-        limit = min(MAX_STREAMS, self.h2.remote_settings.max_concurrent_streams)
+        limit = min(self.max_streams, self.h2.remote_settings.max_concurrent_streams)
         return not self.closed and not self.closing and len(self.streams) < limit
 
     def open(self, stream: UpstreamStream, headers: Headers, end: bool) -> int:
@@ -162,13 +184,14 @@ class H2Upstream(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's transports do not subclass it
         h2 = self.h2
+        window = self.pool.limits.h2_upstream_stream_window
         # initial_values, not attributes: h2 sends only these in its first SETTINGS
         h2.local_settings = Settings(
             client=True,
-            initial_values={SettingCodes.ENABLE_PUSH: 0, SettingCodes.INITIAL_WINDOW_SIZE: STREAM_WINDOW},
+            initial_values={SettingCodes.ENABLE_PUSH: 0, SettingCodes.INITIAL_WINDOW_SIZE: window},
         )
         h2.initiate_connection()
-        h2.increment_flow_control_window(CONNECTION_WINDOW - 65535)
+        h2.increment_flow_control_window(self.max_streams * window - 65535)  # a window for every stream
         self.transport.write(h2.data_to_send())
 
     def data_received(self, data: bytes) -> None:
@@ -181,7 +204,7 @@ class H2Upstream(asyncio.Protocol):
         try:
             events = self.h2.receive_data(data)
         except ProtocolError as exc:
-            why = f"the upstream broke the HTTP/2 protocol: {h2_answers.protocol_error(exc)}"
+            why = f"the upstream broke the HTTP/2 protocol: {answers.protocol_error(exc)}"
             log.warning("upstream failed", extra={"error": why, "protocol": "h2"})
             self.flush()
             self.close(why)
@@ -268,14 +291,15 @@ class H2Pool:
         self,
         upstream: Target,
         ca_file: str | None,
-        connect_timeout: float,
+        limits: Limits,
         flusher: Flusher,
         clock: Callable[[], float],
     ) -> None:
         self.upstream = upstream
         self.flusher = flusher
         self.clock = clock
-        self._timeout = connect_timeout
+        self.limits = limits
+        self._timeout = limits.upstream_timeout
         self._ssl: ssl.SSLContext | None = None
         if upstream.ssl is not None:
             self._ssl = verifying_context("h2", ca_file)
@@ -335,7 +359,7 @@ class H2Pool:
 
     def sweep(self, now: float) -> None:
         for conn in list(self._conns):
-            if not conn.streams and now - conn.idle_since > IDLE_SECONDS:
+            if not conn.streams and now - conn.idle_since > self.limits.upstream_idle_timeout:
                 conn.close()
 
     def close(self) -> None:
