@@ -1,5 +1,6 @@
-"""How long ``docker-credential-tokenrelay get`` and ``git-credential-tokenrelay get`` take against a
-running sidecar.
+"""How long ``docker-credential-tokenrelay get``, ``git-credential-tokenrelay get`` and
+``tokenrelay go-auth`` (go's GOAUTH command, run through pip's ``tokenrelay`` console script) take
+against a running sidecar.
 
 Compared, in the same run and interleaved (so machine load hits all alike), with ``python -c pass``
 on the interpreter the helpers run on: the ratio is what a helper adds over bare Python start-up.
@@ -130,6 +131,7 @@ def main() -> None:
             commands = {
                 "docker": ([helper, "get"], f"{HOST}\n".encode()),
                 "git": ([git, "get"], f"protocol=https\nhost={HOST}\n\n".encode()),
+                "go-auth": ([str(Path(helper).with_name("tokenrelay")), "go-auth"], b""),
                 "python": ([python, "-c", "pass"], b""),
             }
             check = subprocess.run(
@@ -142,6 +144,11 @@ def main() -> None:
             )
             if check.returncode != 0 or b"username=_token" not in check.stdout:
                 raise SystemExit(f"the git helper failed: {check.stderr.decode().strip()}")
+            check = subprocess.run(
+                commands["go-auth"][0], input=b"", env=env, capture_output=True, check=False
+            )
+            if check.returncode != 0 or b"Authorization: Basic " not in check.stdout:
+                raise SystemExit(f"go-auth failed: {check.stderr.decode().strip()}")
             for _ in range(3):  # warm the page cache for all
                 for argv, stdin in commands.values():
                     timed(argv, stdin, env)
@@ -160,28 +167,20 @@ def main() -> None:
     print(f"helper: {helper}{'' if args.helper else '  (a plain venv: pip install of this checkout)'}")
     print(f"interpreter: {python}")
     print(f"{args.rounds} rounds of {args.runs} runs of each command, interleaved; medians per round")
-    header = (
-        "round",
-        "load avg",
-        "python wall",
-        "docker wall",
-        "ratio",
-        "ratio cpu",
-        "git wall",
-        "ratio",
-        "ratio cpu",
-    )
-    print(f"{header[0]:<7}" + "".join(f"{name:>12}" for name in header[1:]))
-    ratios: dict[str, list[float]] = {"docker": [], "git": []}
+    ratios: dict[str, list[float]] = {"docker": [], "git": [], "go-auth": []}
+    header = ["round", "load avg", "python wall"]
+    for name in ratios:
+        header += [f"{name} wall", "ratio", "ratio cpu"]
+    print(f"{header[0]:<7}" + "".join(f"{name:>14}" for name in header[1:]))
     for number, (times, load) in enumerate(rounds, start=1):
         python_ms = statistics.median(t[0] for t in times["python"]) * 1000
         python_cpu = statistics.median(t[1] for t in times["python"])
-        row = f"{number:<7}{load:>12.2f}{python_ms:>10.1f}ms"
+        row = f"{number:<7}{load:>14.2f}{python_ms:>12.1f}ms"
         for name in ratios:
             helper_ms = statistics.median(t[0] for t in times[name]) * 1000
             cpu_ratio = statistics.median(t[1] for t in times[name]) / python_cpu
             ratios[name].append(helper_ms / python_ms)
-            row += f"{helper_ms:>10.1f}ms{helper_ms / python_ms:>12.2f}{cpu_ratio:>12.2f}"
+            row += f"{helper_ms:>12.1f}ms{helper_ms / python_ms:>14.2f}{cpu_ratio:>14.2f}"
         print(row)
     for name, values in ratios.items():
         print(

@@ -3,15 +3,13 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
-from collections.abc import Callable, Coroutine, Sequence
-from typing import TYPE_CHECKING
 
-from ._version import __version__
-
+TYPE_CHECKING = False  # not typing's: ``tokenrelay go-auth`` is a helper, and pays for every import
 if TYPE_CHECKING:
+    import argparse
     import asyncio
+    from collections.abc import Callable, Coroutine, Sequence
 
     from .config import Settings
 
@@ -58,6 +56,14 @@ PLUGINS: dict[str, tuple[str, str]] = {
 
 def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
+    if words[:1] == ["go-auth"]:  # a credential helper: before argparse and the rest of the CLI
+        from .helpers import exit_now
+        from .helpers.goauth import main as go_auth
+
+        status = go_auth(words[1:])
+        if argv is None:
+            exit_now(status)  # a process of its own: skip the interpreter's finalization, as helpers do
+        return status
     if words and words[0] in PLUGINS:
         return _run_plugin(words[0], words[1:])
     parser = _parser()
@@ -70,6 +76,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
+    import argparse
+
+    from ._version import __version__
+
     parser = argparse.ArgumentParser(
         prog="tokenrelay",
         description="Exchange a platform OIDC token for an API token, keep it fresh, serve it.",
@@ -100,10 +110,16 @@ def _parser() -> argparse.ArgumentParser:
 
     for name, (_, help_text) in PLUGINS.items():
         commands.add_parser(name, help=help_text, add_help=False)
+    commands.add_parser(
+        "go-auth",
+        help="GOAUTH command for the go command: GOAUTH='command tokenrelay go-auth'",
+        add_help=False,
+    )
     return parser
 
 
 def _run_plugin(name: str, words: list[str]) -> int:
+    import argparse
     import importlib
 
     module_name, help_text = PLUGINS[name]

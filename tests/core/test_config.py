@@ -66,6 +66,10 @@ SAMPLES: dict[str, tuple[str, object]] = {
     "metrics_listen": ("127.0.0.1:10", ("127.0.0.1", 10)),
     "token_file": ("/t/token", ("/t/token",)),
     "token_file_mode": ("0640", 0o640),
+    "hosts": ("h.example,g.example=aud", ("h.example", "g.example=aud")),
+    "render": ("netrc=/t/netrc,npmrc=/t/npmrc", ("netrc=/t/netrc", "npmrc=/t/npmrc")),
+    "render_mode": ("0640", 0o640),
+    "render_maven_ids": ("h.example=central", ("h.example=central",)),
     "once": ("1", True),
     "log_format": ("text", "text"),
     "log_level": ("debug", "debug"),
@@ -80,6 +84,8 @@ def test_every_option_is_read_from_its_environment_variable(name: str) -> None:
     readers = [source.name for source in SOURCES.values() if name in source.options]
     if readers and name != "id_token_file":  # a source's own setting goes with that source
         env["TOKENRELAY_ID_TOKEN_SOURCE"] = readers[0]
+    if name == "render":  # it writes the hosts' tokens: hosts whose audiences are kept
+        env.update({"TOKENRELAY_HOSTS": "h.example", "TOKENRELAY_AUDIENCE": "h.example"})
     argv = [arg for i, arg in enumerate(REQUIRED) if REQUIRED[i - (i % 2)][2:].replace("-", "_") != name]
     assert getattr(parse_args(argv, env), name) == expected
 

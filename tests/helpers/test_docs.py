@@ -39,7 +39,7 @@ def test_docker_config_and_toml_hosts_parse(tmp_path: Path) -> None:
     """The documented config.json uses credHelpers -> tokenrelay; the TOML hosts load."""
     [docker_config] = [json.loads(block) for block in blocks("json")]
     assert set(docker_config["credHelpers"].values()) == {"tokenrelay"}
-    [toml_block] = blocks("toml")
+    [toml_block] = [block for block in blocks("toml") if block.startswith("hosts")]
     config = tmp_path / "tokenrelay.toml"
     config.write_text(toml_block)
     assert [host.audience for host in load({"TOKENRELAY_CONFIG": str(config)})][-1] == "registry.local"

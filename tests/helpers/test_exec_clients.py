@@ -108,15 +108,27 @@ def test_pip_download_with_configure_pip(stack: Stack, client_env: dict[str, str
 
 
 def test_configure_all_sets_up_every_target(stack: Stack, client_env: dict[str, str]) -> None:
-    """``--configure all`` is docker, git and pip at once."""
+    """``--configure all`` is docker, git, pip, npm, maven and netrc at once. (One audience for the
+    three loopback hosts: a netrc names machines without their port.)"""
     env = exec_env(client_env)
-    show = 'echo "$DOCKER_CONFIG|$GIT_CONFIG_COUNT|$PIP_KEYRING_PROVIDER"'
-    result = run_exec(stack, env, "--configure=all", command=["sh", "-c", show])
+    hosts = ",".join(f"{server.netloc}=loopback.test" for server in (stack.git, stack.registry, stack.index))
+    names = (
+        "DOCKER_CONFIG",
+        "GIT_CONFIG_COUNT",
+        "PIP_KEYRING_PROVIDER",
+        "NPM_CONFIG_USERCONFIG",
+        "MAVEN_ARGS",
+        "NETRC",
+    )
+    show = 'echo "' + "|".join(f"${name}" for name in names) + '"'
+    result = run_exec(stack, env, "--configure=all", f"--hosts={hosts}", command=["sh", "-c", show])
     assert result.returncode == 0, result.stderr
-    docker, count, provider = result.stdout.strip().split("|")
+    docker, count, provider, npmrc, maven, netrc = result.stdout.strip().split("|")
     assert docker.endswith("/docker")
     assert int(count) == 2 * 2 * 3  # three loopback hosts, https and http, the reset and the helper
     assert provider == "import"
+    assert (npmrc.endswith("/npm/npmrc"), netrc.endswith("/netrc")) == (True, True)
+    assert maven.startswith("-s /") and maven.endswith("/maven/settings.xml")
 
 
 def test_configure_without_hosts_is_125(stack: Stack, client_env: dict[str, str]) -> None:

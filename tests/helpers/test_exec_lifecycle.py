@@ -122,7 +122,10 @@ def test_no_token_is_125_in_one_line_and_the_command_never_runs(
 @pytest.mark.parametrize(
     ("flags", "says"),
     [
-        (["--configure=maven"], "--configure: maven is not a target; choose from docker, git, pip, all"),
+        (
+            ["--configure=gradle"],
+            "--configure: gradle is not a target; choose from docker, git, pip, npm, maven, netrc, all",
+        ),
         (["--once"], "--once (env TOKENRELAY_ONCE) does not go with exec"),
         (["--socket=/tmp/x.sock"], "--socket (env TOKENRELAY_SOCKET) does not go with exec"),
         (["--export-token=NOT-A-NAME"], "--export-token (env TOKENRELAY_EXPORT_TOKEN): 'NOT-A-NAME'"),

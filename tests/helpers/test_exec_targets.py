@@ -89,10 +89,11 @@ def test_all_is_every_target_once() -> None:
 
 
 def test_exec_option_names_agree_with_the_table() -> None:
-    """lite.names spells exec's options as its table declares them, and --hosts is the helpers'
-    own TOKENRELAY_HOSTS."""
+    """lite.names spells exec's options as its table declares them, and --hosts (run's option, which
+    exec shares) is the helpers' own TOKENRELAY_HOSTS."""
+    from tokenrelay.config import OPTIONS_BY_NAME
     from tokenrelay.lite import names
     from tokenrelay.wrap.options import EXEC_OPTIONS
 
     assert [option.name for option in EXEC_OPTIONS] == list(names.EXEC_OPTION_NAMES)
-    assert next(o.env for o in EXEC_OPTIONS if o.name == "hosts") == names.HOSTS_ENV
+    assert OPTIONS_BY_NAME["hosts"].env == names.HOSTS_ENV

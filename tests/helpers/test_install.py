@@ -87,3 +87,15 @@ def test_a_client_that_stops_reading_gets_status_1_and_no_traceback(tmp_path: Pa
     finally:
         os.close(write_end)
     assert (result.returncode, result.stderr) == (1, b"")
+
+
+def test_tokenrelay_is_a_plain_script_whose_go_auth_skips_the_cli() -> None:
+    """``tokenrelay`` is a plain script on this environment's python (no console-script wrapper and its
+    ``import re``): ``tokenrelay go-auth``, go's GOAUTH command, goes straight to the helper and leaves
+    through exit_now; everything else goes to ``cli.main``."""
+    lines = Path(script("tokenrelay")).read_text().splitlines()
+    assert Path(lines[0][2:].strip()).parent == Path(sys.executable).parent
+    code = [line.strip() for line in lines[1:] if line.strip() and not line.strip().startswith("#")]
+    assert code[:2] == ["import sys", 'if sys.argv[1:2] == ["go-auth"]:']
+    assert "exit_now(go_auth(sys.argv[2:]))" in code
+    assert code[-2:] == ["from tokenrelay.cli import main", "sys.exit(main())"]

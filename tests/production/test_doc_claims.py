@@ -243,6 +243,10 @@ OTHER_PROGRAMS_FLAGS = {
     "--global": "git config",
     "--local": "git config",
     "--keyring-provider": "pip",
+    "--add": "git config",
+    "--netrc": "curl",
+    "--netrc-file": "curl",
+    "--authfile": "skopeo",
 }
 
 

@@ -35,12 +35,14 @@ from ..lite.netloc import is_loopback, parse_hostport
 from ..lite.regularfile import NotRegularFile, read_regular
 from ..tokens.idsources.registry import SOURCES
 
-Kind = Literal["str", "url", "path", "mode", "choice", "bool", "seconds", "int", "list", "uids", "hostport"]
+Kind = Literal[
+    "str", "url", "path", "mode", "choice", "bool", "seconds", "int", "list", "uids", "hostport", "render"
+]
 ID_TOKEN_SOURCES = tuple(SOURCES)
 LOG_FORMATS = ("json", "text")
 LOG_LEVELS = ("debug", "info", "warning", "error")
-# Keys a shared TOML file may hold for other tokenrelay commands (the credential helpers).
-FOREIGN_KEYS = frozenset({"hosts"})
+# Keys a shared TOML file may hold for other tokenrelay commands.
+FOREIGN_KEYS: frozenset[str] = frozenset()
 MAX_CONFIG_BYTES = 1 << 20
 
 
@@ -238,6 +240,42 @@ OPTIONS: tuple[Option, ...] = (
         default=DEFAULT_MODE,
         metavar="MODE",
     ),
+    # files other tools read
+    Option(
+        "hosts",
+        "Hosts that get a token, host[:port][=audience] (comma-separated, repeatable; the audience "
+        "defaults to host[:port]): the credential helpers' list. The --render files write them, "
+        "exec's --configure sets its clients up for them, and with either their audiences are kept fresh.",
+        kind="list",
+        repeatable=True,
+        default=(),
+        metavar="HOST[=AUD]",
+    ),
+    Option(
+        "render",
+        "Keep FORMAT=PATH correct at every refresh for the --hosts (repeatable; TOML [[render]] with "
+        "format and path): netrc, npmrc, maven, docker-config, template:SRC. Only tokenrelay's "
+        "entries change; a clean stop removes them.",
+        kind="render",
+        repeatable=True,
+        default=(),
+        metavar="FORMAT=PATH",
+    ),
+    Option(
+        "render_mode",
+        "Permission bits of --render files, octal.",
+        kind="mode",
+        default=DEFAULT_MODE,
+        metavar="MODE",
+    ),
+    Option(
+        "render_maven_ids",
+        "The <id> of a host's <server> in a maven --render (repeatable); the host[:port] otherwise.",
+        kind="list",
+        repeatable=True,
+        default=(),
+        metavar="HOST=ID",
+    ),
     Option(
         "once",
         "Exchange once (retrying a token-service outage within --wait-timeout), write the "
@@ -290,6 +328,10 @@ class Settings:
     metrics_listen: tuple[str, int] | None = None
     token_file: tuple[str, ...] = ()
     token_file_mode: int = DEFAULT_MODE
+    hosts: tuple[str, ...] = ()
+    render: tuple[str, ...] = ()
+    render_mode: int = DEFAULT_MODE
+    render_maven_ids: tuple[str, ...] = ()
     once: bool = False
     log_format: str = "json"
     log_level: str = "info"
@@ -297,8 +339,14 @@ class Settings:
 
     @property
     def audiences(self) -> tuple[str, ...]:
-        """Every audience kept fresh: the API's first, then each --audience once."""
-        return tuple(dict.fromkeys((self.api_url, *self.audience)))
+        """Every audience kept fresh: the API's first, then each --audience once, then those of the
+        --hosts the --render files write (a render needs their tokens)."""
+        rendered: tuple[str, ...] = ()
+        if self.render:
+            from ..helpers.hosts import parse_list
+
+            rendered = tuple(host.audience for host in parse_list(self.hosts, where("hosts")))
+        return tuple(dict.fromkeys((self.api_url, *self.audience, *rendered)))
 
     @property
     def token_files(self) -> tuple[tuple[str, str], ...]:
@@ -532,6 +580,25 @@ def _to_list(option: Option, raw: Any) -> tuple[str, ...]:
     return tuple(dict.fromkeys(_as_list(raw)))
 
 
+def _to_render(option: Option, raw: Any) -> tuple[str, ...]:
+    """``FORMAT=PATH`` strings; TOML's ``[[render]]`` tables (``format``, ``path``, and ``source``
+    for a template) come as the same strings. Checked against the formats in ``_check``."""
+    items = raw if isinstance(raw, list) else [raw]
+    specs = []
+    for item in items:
+        if isinstance(item, dict):
+            unknown = set(item) - {"format", "path", "source"}
+            if unknown or not isinstance(item.get("format"), str) or not isinstance(item.get("path"), str):
+                raise ValueError(
+                    "each [[render]] table takes format and path (and source, for a template), as strings"
+                )
+            kind = item["format"] + (f":{item['source']}" if "source" in item else "")
+            specs.append(f"{kind}={item['path']}")
+        else:
+            specs.extend(_as_list(item))  # env: comma-separated
+    return tuple(dict.fromkeys(specs))
+
+
 def _to_uids(option: Option, raw: Any) -> tuple[int, ...]:
     if isinstance(raw, int):
         raw = str(raw)
@@ -562,6 +629,7 @@ _CONVERTERS: dict[Kind, Callable[[Option, Any], Any]] = {
     "list": _to_list,
     "uids": _to_uids,
     "hostport": _to_hostport,
+    "render": _to_render,
 }
 
 
@@ -587,11 +655,46 @@ def _check(settings: Settings) -> None:
                 f"{where('token_file')}: audience {audience!r} is not kept "
                 f"fresh; add it with {where('audience')}"
             )
+    _check_renders(settings)
     if settings.socket_mode & 0o111:
         raise ConfigError(
             f"{where('socket_mode')}: {oct(settings.socket_mode)} "
             "sets execute bits, which mean nothing on a socket; use e.g. 0600 or 0660"
         )
+
+
+def _check_renders(settings: Settings) -> None:
+    """--render needs --hosts (whose audiences it keeps fresh), in formats that can hold them. The
+    hosts are read only then: without a render they are the credential helpers' business."""
+    from ..errors import HostsError
+    from ..helpers.hosts import parse_list, parse_spec
+
+    for spec in settings.render_maven_ids:
+        host_text, sep, server_id = spec.partition("=")
+        try:
+            parse_spec(host_text)
+        except HostsError:
+            sep = ""
+        if not sep or not server_id.strip():
+            raise ConfigError(f"{where('render_maven_ids')}: {spec!r} is not HOST=ID")
+    if not settings.render:
+        return
+    try:
+        hosts = parse_list(settings.hosts, where("hosts"))
+    except HostsError as exc:  # its message names the flag already
+        raise ConfigError(str(exc)) from None
+    if not hosts:
+        raise ConfigError(
+            f"{where('render')} writes the hosts of {where('hosts')}, and none are set: "
+            "give them, e.g. --hosts registry.example.com,npm.example.com"
+        )
+    from .. import render
+
+    for spec in settings.render:
+        try:
+            render.parse(spec, render.options(settings.render_maven_ids)).format.check(hosts)
+        except ValueError as exc:
+            raise ConfigError(f"{where('render')}: {exc}") from None
 
 
 def _check_source(settings: Settings) -> None:

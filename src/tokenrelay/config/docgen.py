@@ -32,6 +32,7 @@ _KINDS = {
     "list": "list",
     "uids": "list of ids",
     "hostport": "HOST:PORT",
+    "render": "FORMAT=PATH",
 }
 
 

@@ -16,7 +16,7 @@ from .. import config
 from ..config import Settings
 from ..lite import socketclient as client
 from ..lite.names import AGENT_TOKEN_FILE_ENV
-from . import agent, clients, oidc, service, settings, sidecar
+from . import agent, clients, oidc, renders, service, settings, sidecar
 from .report import Outcome, Report, failed, skipped
 
 T = TypeVar("T")
@@ -110,3 +110,6 @@ async def _clients(
     else:
         report.add(*clients.audiences(hosts, None, ""))
     report.add(*await clients.helpers(hosts, environ))
+    if loaded is not None:
+        kept = found.audiences if found is not None else None
+        report.add(*await asyncio.to_thread(renders.check, loaded, kept))

@@ -117,13 +117,16 @@ def failure_line(exc: Exception, *, unreadable: str, not_text: str) -> str:
     return f"tokenrelay: internal error ({type(exc).__name__}); please report it\n"
 
 
-def run_main(handle: "Handle") -> int:
-    """A helper executable: ``argv[1]`` is the action, the real streams are wired to ``handle``.
+def run_main(handle: "Handle", action: "str | None" = None) -> int:
+    """A helper executable: the action is ``argv[1]`` unless given, the real streams are wired to
+    ``handle``.
 
     Here, in the package every helper imports anyway, so that sharing it costs no import.
     """
+    if action is None:
+        action = sys.argv[1] if len(sys.argv) > 1 else ""
     try:
-        return handle(sys.argv[1] if len(sys.argv) > 1 else "", sys.stdin, sys.stdout, stderr=sys.stderr)
+        return handle(action, sys.stdin, sys.stdout, stderr=sys.stderr)
     except BrokenPipeError:  # the client stopped reading: nothing left to tell it
         return 1
     except KeyboardInterrupt:

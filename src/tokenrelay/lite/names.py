@@ -34,12 +34,16 @@ OPTION_NAMES = (
     "metrics_listen",
     "token_file",
     "token_file_mode",
+    "hosts",
+    "render",
+    "render_mode",
+    "render_maven_ids",
     "once",
     "log_format",
     "log_level",
 )
 # The options ``tokenrelay exec`` has beyond run's, in the order of wrap.options.EXEC_OPTIONS.
-EXEC_OPTION_NAMES = ("configure", "hosts", "export_token")
+EXEC_OPTION_NAMES = ("configure", "export_token")
 # The options ``tokenrelay agent`` has beyond those it shares with run, in the order of
 # agent.options.AGENT_OPTIONS.
 AGENT_OPTION_NAMES = (

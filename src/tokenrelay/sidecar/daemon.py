@@ -2,9 +2,10 @@
 
 ``build`` is the composition root: from the settings (and the clock, wall, sleep, rng, metrics
 registry and environment it is given) it makes the token providers (one per audience), the OIDC
-token source, the --token-file sinks, and the servers in the order they start: the metrics port,
-the proxy, then the local API on the Unix socket. The metrics and the sinks hear of every exchange as
-provider observers. ``Sidecar`` runs what ``build`` made; ``serve`` is ``build`` plus the signals:
+token source, the --token-file sinks, the --render files, and the servers in the order they start:
+the metrics port, the proxy, then the local API on the Unix socket. The metrics, the sinks and the
+renders hear of every exchange as provider observers; a clean stop takes tokenrelay's entries out of
+the --render files. ``Sidecar`` runs what ``build`` made; ``serve`` is ``build`` plus the signals:
 SIGTERM and SIGINT stop accepting, let requests in flight finish within --shutdown-grace, remove the
 socket and return 0; SIGHUP re-reads the configuration and refreshes every token now. With --once
 nothing is served: see ``oneshot``. The chaos tests run the same ``build`` on a fake clock.
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
     from ..proxy import ProxyServer
+    from ..render import RenderSink
     from .metrics import Metrics
 
 log = logging.getLogger("tokenrelay")
@@ -93,8 +95,10 @@ class Sidecar:
         socket: SocketServer | None = None,
         proxy: ProxyServer | None = None,
         trimmer: Trimmer | None = None,
+        renders: Sequence[RenderSink] = (),
     ) -> None:
         self.settings = settings
+        self.renders = list(renders)
         self.session = session
         self.providers = providers
         self.file_sinks = list(file_sinks)
@@ -118,11 +122,14 @@ class Sidecar:
 
     async def stop(self) -> None:
         """Stop in reverse: on SIGTERM the socket goes first, then the proxy drains, and the metrics
-        port answers probes until the end; then the providers, then the HTTP session."""
+        port answers probes until the end; then the providers, then the --render files lose
+        tokenrelay's entries (no refresh can write them again by then), then the HTTP session."""
         try:
             while self._started:
                 await self._started.pop().stop()
             await self.providers.stop()
+            for render in self.renders:
+                render.clear()
         finally:
             if self.trimmer is not None:
                 self.trimmer.cancel()
@@ -135,7 +142,7 @@ class Sidecar:
         try:
             return await oneshot.run(
                 self.providers,
-                self.file_sinks,
+                [*self.file_sinks, *self.renders],
                 budget=self.settings.wait_timeout,
                 clock=self._clock,
                 sleep=self._sleep,
@@ -190,6 +197,7 @@ def build(
     rng = rng or random.Random()
     metrics = _metrics(settings, registry, wall)
     file_sinks = sinks.from_settings(settings.token_files, settings.token_file_mode)
+    renders = _renders(settings, metrics)
     connector = aiohttp.TCPConnector(limit=16, ttl_dns_cache=60, ssl=session_context())
     session = aiohttp.ClientSession(connector=connector, trust_env=True)
     source = id_token_source(settings, session, env, wall)
@@ -205,7 +213,7 @@ def build(
     heard: list[Observer] = [*([metrics] if metrics else []), *observers]
     trimmer = None
     if not settings.once:
-        heard.extend(file_sinks)  # --once writes them itself, once, at the end
+        heard.extend([*file_sinks, *renders])  # --once writes them itself, once, at the end
         trimmer = Trimmer()  # the idle RSS is the budget: free pages go back after each exchange
         heard.append(trimmer)
     providers = TokenProviders(
@@ -272,6 +280,7 @@ def build(
         socket=socket,
         proxy=proxy,
         trimmer=trimmer,
+        renders=renders,
     )
 
 
@@ -330,7 +339,8 @@ async def serve(
     if settings.once:
         return await sidecar.once()
     loop = asyncio.get_running_loop()
-    _install_signals(loop, stop, Reloader(settings, reload, sidecar.providers, sidecar.file_sinks))
+    hangup = Reloader(settings, reload, sidecar.providers, sidecar.file_sinks, sidecar.renders)
+    _install_signals(loop, stop, hangup)
     try:
         return await sidecar.run(stop, listening)
     finally:
@@ -348,6 +358,15 @@ def _metrics(
     from .metrics import Metrics
 
     return Metrics(registry or CollectorRegistry(), settings.audiences, wall=wall)
+
+
+def _renders(settings: Settings, metrics: Metrics | None) -> list[RenderSink]:
+    """The --render sinks; the render package loads only when there are some."""
+    if not settings.render:
+        return []
+    from ..render import from_settings
+
+    return from_settings(settings, metrics.render if metrics else None)
 
 
 def _uncounted(via: str) -> None:

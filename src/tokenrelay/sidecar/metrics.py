@@ -135,6 +135,19 @@ class Metrics:
         Gauge(
             "tokenrelay_build_info", "Always 1; the version is a label.", ["version"], registry=registry
         ).labels(version=__version__).set(1)
+        self._renders = Counter(
+            "tokenrelay_render_writes",
+            "Writes of --render files, by path and result (success or failure: a full disk, a "
+            "read-only path, a file that is not the format).",
+            ["format", "path", "result"],
+            registry=registry,
+        )
+        self._render_time = Gauge(
+            "tokenrelay_render_last_success_timestamp_seconds",
+            "Unix time at which the --render file was last written.",
+            ["format", "path"],
+            registry=registry,
+        )
         self.proxy = ProxyMetrics(registry)
         # Zero-valued series from the start, so that rate() and absent() alerts work before the
         # first failure ever happens.
@@ -164,6 +177,12 @@ class Metrics:
     def id_token(self, expiry: float | None) -> None:
         """``Exchanger.on_id_token``: the OIDC token just read expires at ``expiry``."""
         self._id_token_expiry.set(expiry if expiry is not None else 0)
+
+    def render(self, name: str, path: str, ok: bool) -> None:
+        """``render.Report``: a --render file was written (or not)."""
+        self._renders.labels(format=name, path=path, result="success" if ok else "failure").inc()
+        if ok:
+            self._render_time.labels(format=name, path=path).set(self._wall())
 
     def count(self, via: str) -> None:
         """``localapi`` COUNT: someone asked for a token through ``via``."""

@@ -1,4 +1,5 @@
-"""``tokenrelay run --once``: one exchange per audience, the --token-file sinks written, then exit.
+"""``tokenrelay run --once``: one exchange per audience, the --token-file and --render files written,
+then exit (a --render is left in place: the job's next steps read it).
 
 For init containers and CI steps. The exit status is the whole answer: 0 when every audience got a
 token and every file was written, 1 otherwise, with one line on stderr saying why. A transient
@@ -13,13 +14,22 @@ import asyncio
 import logging
 import sys
 import time
-from collections.abc import Awaitable, Callable, Sequence
-from typing import TextIO
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Protocol, TextIO
 
 from ..errors import ExchangeError, TokenRelayError, TokenUnavailable
 from ..tokens.provider import TokenProvider, TokenProviders
 from ..tokens.token import Token
-from .sinks import FileSink
+
+
+class Sink(Protocol):
+    """A --token-file or a --render: written once from the tokens by audience."""
+
+    @property
+    def path(self) -> object: ...
+
+    def write_tokens(self, tokens: Mapping[str, Token]) -> None: ...
+
 
 log = logging.getLogger("tokenrelay.once")
 
@@ -28,7 +38,7 @@ PREFIX = "tokenrelay run --once"
 
 async def run(
     providers: TokenProviders,
-    sinks: Sequence[FileSink],
+    sinks: Sequence[Sink],
     stderr: TextIO | None = None,
     *,
     budget: float = 10.0,
@@ -59,7 +69,7 @@ async def run(
     by_audience = {token.audience: token for token in tokens}
     for sink in sinks:
         try:
-            sink.write(by_audience[sink.audience])
+            sink.write_tokens(by_audience)
         except TokenRelayError as exc:
             print(f"{PREFIX}: {exc.message}", file=out)
             return 1

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from ..config import Settings
 from ..errors import ConfigError
@@ -17,9 +18,12 @@ from ..tokens.provider import TokenProviders
 from . import logs
 from .sinks import FileSink
 
+if TYPE_CHECKING:
+    from ..render import RenderSink
+
 log = logging.getLogger("tokenrelay")
 
-LIVE = ("log_level", "log_format", "token_file_mode")
+LIVE = ("log_level", "log_format", "token_file_mode", "render_mode")
 
 
 def changed(old: Settings, new: Settings) -> list[str]:
@@ -40,11 +44,13 @@ class Reloader:
         reload: Callable[[], Settings] | None,
         providers: TokenProviders,
         sinks: Sequence[FileSink] = (),
+        renders: Sequence[RenderSink] = (),
     ) -> None:
         self.settings = settings
         self._reload = reload
         self._providers = providers
         self._sinks = tuple(sinks)
+        self._renders = tuple(renders)
 
     def __call__(self) -> None:
         if self._reload is not None:
@@ -65,6 +71,9 @@ class Reloader:
         if "token_file_mode" in live:
             for sink in self._sinks:
                 sink.mode = new.token_file_mode
+        if "render_mode" in live:
+            for render in self._renders:
+                render.mode = new.render_mode  # the refresh SIGHUP starts writes it with the new mode
         self.settings = dataclasses.replace(self.settings, **{name: getattr(new, name) for name in live})
         log.info(
             "SIGHUP: configuration reloaded",

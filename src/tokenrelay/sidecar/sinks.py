@@ -7,8 +7,9 @@ empty or half-written file, even across a crash. The file holds the bare token, 
 
 from __future__ import annotations
 
+import errno
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ..errors import SinkError, TokenRelayError
@@ -18,6 +19,19 @@ from ..tokens.token import Token
 from .parentdirs import make_parents
 
 log = logging.getLogger("tokenrelay.sinks")
+
+
+def refuse_symlink(path: str | Path) -> None:
+    """Raise OSError when ``path`` is a symbolic link: the rename would replace the link itself, and
+    whoever placed it wanted the token written elsewhere (say, into a file another user reads)."""
+    if Path(path).is_symlink():
+        raise OSError(errno.ELOOP, f"{path} is a symbolic link; name the file itself, not a link to it")
+
+
+def write_regular(path: Path, data: bytes, mode: int) -> None:
+    """``write_private_file`` to a path that is not a symbolic link (--token-file, --render)."""
+    refuse_symlink(path)
+    write_private_file(path, data, mode)
 
 
 def write_private_file(path: Path, data: bytes, mode: int) -> None:
@@ -38,7 +52,7 @@ class FileSink:
     def write(self, token: Token) -> None:
         """Write ``token`` now; raises SinkError."""
         try:
-            write_private_file(self.path, token.value.encode(), self.mode)
+            write_regular(self.path, token.value.encode(), self.mode)
         except OSError as exc:
             raise SinkError(
                 f"cannot write the token file {self.path} (--token-file): {exc.strerror or exc}"
@@ -47,6 +61,10 @@ class FileSink:
             "token file written",
             extra={"path": str(self.path), "audience": self.audience, "fingerprint": token.fingerprint},
         )
+
+    def write_tokens(self, tokens: Mapping[str, Token]) -> None:
+        """``--once``: write this file's audience's token from ``tokens``; raises SinkError."""
+        self.write(tokens[self.audience])
 
     def exchanged(self, token: Token, *, duration: float, issued: Issued) -> None:
         if token.audience != self.audience:

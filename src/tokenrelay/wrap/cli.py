@@ -22,7 +22,7 @@ from typing import NoReturn
 from .. import config
 from ..errors import ConfigError, TokenRelayError
 from ..helpers import hosts as host_list
-from ..lite.names import CONFIG_ENV, where
+from ..lite.names import where
 from . import targets
 from .options import EXEC_OPTIONS
 from .workspace import Workspace, private_directory
@@ -124,10 +124,7 @@ def _read(
     if settings.once:
         raise ConfigError(f"{where('once')} does not go with exec, which serves for as long as CMD lives")
     values = config.read_options(EXEC_OPTIONS, args)
-    if values["hosts"]:
-        hosts = host_list.parse_list(values["hosts"], where("hosts"))
-    else:  # the --config file's `hosts`, read as the helpers read it
-        hosts = host_list.load({CONFIG_ENV: settings.config} if settings.config else {})
+    hosts = host_list.parse_list(settings.hosts, where("hosts"))  # flag, env or the --config file's key
     chosen = targets.chosen(values["configure"])
     if chosen and not hosts:
         raise ConfigError(f"{where('configure')} needs the hosts to set up: give {where('hosts')}")

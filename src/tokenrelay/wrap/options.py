@@ -1,6 +1,7 @@
 """The options ``tokenrelay exec`` has beyond ``tokenrelay run``'s, declared once as ``config.OPTIONS``
 declares run's: flags, environment names and the generated reference (docs/exec.md) come from here.
-Every option of run applies to exec as it is; these only say what the command gets."""
+Every option of run applies to exec as it is (--hosts, the hosts that get a token, is run's too:
+its --render files write them); these only say what the command gets."""
 
 from __future__ import annotations
 
@@ -17,16 +18,6 @@ EXEC_OPTIONS: tuple[Option, ...] = (
         default=(),
         choices=(*TARGETS, ALL),
         metavar="TARGET[,TARGET...]",
-    ),
-    Option(
-        "hosts",
-        "Hosts that get a token, host[:port][=audience] (comma-separated, repeatable; default: the "
-        "`hosts` key of the --config file). Their audiences are kept fresh, the command's helpers "
-        "answer for them, and --configure sets its clients up for them.",
-        kind="list",
-        repeatable=True,
-        default=(),
-        metavar="HOST[=AUD]",
     ),
     Option(
         "export_token",

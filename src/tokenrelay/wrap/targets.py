@@ -130,7 +130,62 @@ class Pip:
         workspace.helper("keyring", needed_by=f"{CONFIGURE} pip")
 
 
-TARGETS: dict[str, Target] = {target.name: target for target in (Docker(), Git(), Pip())}
+class Npm:
+    """npm and pnpm: a private copy of the user's ``.npmrc`` that the relay renders (``npmrc``) with an
+    ``_authToken`` per host at every refresh, named by ``NPM_CONFIG_USERCONFIG``."""
+
+    name = "npm"
+    summary = (
+        "npm, pnpm: `NPM_CONFIG_USERCONFIG` names a private copy of your `.npmrc` with a "
+        "`//HOST/:_authToken=` per host, kept fresh at every refresh (`--render npmrc`)"
+    )
+
+    def apply(self, workspace: Workspace) -> None:
+        env = workspace.env
+        source = Path(env.get("NPM_CONFIG_USERCONFIG") or workspace.home() / ".npmrc")
+        path = workspace.render("npmrc", "npm/npmrc", source, needed_by=f"{CONFIGURE} npm")
+        env["NPM_CONFIG_USERCONFIG"] = str(path)
+
+
+class Maven:
+    """Maven: a private copy of the user's ``settings.xml`` that the relay renders (``maven``) with a
+    ``<server>`` per host, passed as ``-s`` in ``MAVEN_ARGS``, which Maven 3.9 and later read; before
+    3.9 the command says ``mvn $MAVEN_ARGS`` itself."""
+
+    name = "maven"
+    summary = (
+        "Maven: `MAVEN_ARGS=-s FILE`, a private copy of your `~/.m2/settings.xml` with a `<server>` per "
+        "host (`--render-maven-ids` for its id), kept fresh (`--render maven`); Maven before 3.9 needs "
+        "`mvn $MAVEN_ARGS`"
+    )
+
+    def apply(self, workspace: Workspace) -> None:
+        source = workspace.home() / ".m2" / "settings.xml"
+        path = workspace.render("maven", "maven/settings.xml", source, needed_by=f"{CONFIGURE} maven")
+        given = workspace.env.get("MAVEN_ARGS", "").strip()
+        workspace.env["MAVEN_ARGS"] = " ".join(filter(None, (given, "-s", shlex.quote(str(path)))))
+
+
+class Netrc:
+    """Whatever reads ``NETRC`` (Python's requests, pip, uv, Go's ``GOAUTH=netrc``; curl with
+    ``--netrc-file "$NETRC"``): a private copy of the user's ``.netrc`` that the relay renders
+    (``netrc``) with a ``machine`` per host."""
+
+    name = "netrc"
+    summary = (
+        'requests, pip, uv, Go, `curl --netrc-file "$NETRC"`: `NETRC` names a private copy of your '
+        "`.netrc` with a `machine` per host, kept fresh (`--render netrc`)"
+    )
+
+    def apply(self, workspace: Workspace) -> None:
+        env = workspace.env
+        source = Path(env.get("NETRC") or workspace.home() / ".netrc")
+        env["NETRC"] = str(workspace.render("netrc", "netrc", source, needed_by=f"{CONFIGURE} netrc"))
+
+
+TARGETS: dict[str, Target] = {
+    target.name: target for target in (Docker(), Git(), Pip(), Npm(), Maven(), Netrc())
+}
 
 
 def chosen(names: Iterable[str]) -> list[Target]:

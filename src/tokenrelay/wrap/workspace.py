@@ -91,6 +91,27 @@ class Workspace:
             link.symlink_to(target)
         return link
 
+    def render(self, name: str, relative: str, source: Path, *, needed_by: str) -> Path:
+        """A private copy of the user's file ``source`` (empty when there is none) that the relay
+        keeps fresh as a --render of format ``name`` (see ``tokenrelay.render``), for the command's
+        clients to read instead; raises ConfigError naming ``needed_by`` (the flag)."""
+        from dataclasses import replace
+
+        from .. import render
+
+        try:
+            text = source.read_text() if source.is_file() else ""
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"{needed_by}: cannot read {source} to copy it: {exc}") from None
+        path = self.write(relative, text)
+        spec = f"{name}={path}"
+        try:
+            render.parse(spec, render.options(self.settings.render_maven_ids)).format.check(self.hosts)
+        except ValueError as exc:
+            raise ConfigError(f"{needed_by}: {exc}") from None
+        self.settings = replace(self.settings, render=(*self.settings.render, spec))
+        return path
+
     def home(self) -> Path:
         """The command's home directory, as its clients will see it."""
         return Path(self.env.get("HOME") or Path.home())

@@ -1,0 +1,78 @@
+"""What every --render format is: one small interface, one class per format (see ``table``).
+
+A format turns the entries tokenrelay owns into a file's text, given the file as it stands. It
+changes only what it owns: the lines between its markers (``block``), or the ``<server>`` and
+``auths`` members whose ids are its hosts'. Everything else in the user's file stays byte for byte.
+``render`` with no entries takes tokenrelay's entries out (a clean stop); ``None`` means the file
+should go. Pure text in, text out: the sink does the reading, writing and refusing.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from ..helpers import USERNAME
+from ..helpers.hosts import Host
+
+__all__ = ["USERNAME", "Entry", "Format", "FormatError", "Options"]
+
+
+class FormatError(ValueError):
+    """The file as it stands cannot be rendered into (not JSON, not XML, ...); says what to fix."""
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One host's credential as a format writes it: ``key`` is the host as the file names it."""
+
+    key: str
+    host: Host
+    token: str = field(repr=False)
+    expires_at: str  # the upstream's timestamp form
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    """What formats may need beyond the hosts: --render-maven-ids, as host netloc -> id."""
+
+    maven_ids: Mapping[str, str] = field(default_factory=dict)
+
+
+class Format(ABC):
+    """One file format of --render."""
+
+    name: ClassVar[str]
+    # template:SRC takes the part after the colon; the others take none.
+    takes_source: ClassVar[bool] = False
+
+    @classmethod
+    def build(cls, source: str | None, options: Options) -> Format:
+        """The format for one --render; raises ValueError on a wrong ``source``."""
+        return cls()
+
+    def key(self, host: Host) -> str:
+        """How the file names ``host`` (its ``host[:port]`` unless the format says otherwise)."""
+        return host.netloc
+
+    def check(self, hosts: Sequence[Host]) -> None:  # noqa: B027 - most formats tell every host apart
+        """Raise ValueError when the file cannot tell these hosts apart."""
+
+    @abstractmethod
+    def render(self, existing: str | None, owned: Sequence[str], entries: Sequence[Entry]) -> str | None:
+        """The file's new text: ``existing`` (None when there is no file) with the entries whose
+        keys are in ``owned`` replaced by ``entries``; None when the file should be removed. Raises
+        FormatError when ``existing`` cannot be read as this format."""
+
+    @abstractmethod
+    def tokens(self, text: str) -> dict[str, str]:
+        """The tokens tokenrelay's entries in ``text`` hold, by key (for the doctor)."""
+
+
+def safe_token(token: str) -> str:
+    """``token`` when it can sit in a line-based file; raises FormatError otherwise."""
+    if not token or any(c.isspace() or c in "\"'#\\" for c in token):
+        raise FormatError("the token holds a space, quote, '#' or backslash, which this file cannot carry")
+    return token
