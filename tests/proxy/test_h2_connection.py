@@ -327,3 +327,73 @@ def test_goaway_keeps_streams_moves_as_h2_does_but_for_a_received_goaway() -> No
             except ProtocolError:
                 got = ProtocolError
             assert (got, ours.state) == (expected, theirs.state), (state, input_)
+
+
+# What a relay sends on its streams: headers (answers, trailers, requests), DATA of any size.
+SENDS = st.lists(
+    st.one_of(
+        st.tuples(
+            st.just("headers"),
+            st.sampled_from([1, 3, 5]),
+            st.sampled_from([b"200", b"100", b"401"]),
+            st.sampled_from([0, 8, 20000]),  # 20000: past the frame size, CONTINUATIONs follow
+            st.booleans(),
+        ),
+        st.tuples(
+            st.just("data"),
+            st.sampled_from([1, 3, 5]),
+            st.just(b""),
+            st.sampled_from([0, 1, 100, 16384, 16385, 70000]),  # 70000: past the stream's window
+            st.booleans(),
+        ),
+    ),
+    max_size=12,
+)
+
+
+def sending(
+    cls: type[H2Connection], client_side: bool, sends: list[tuple[str, int, bytes, int, bool]]
+) -> list[object]:
+    """Everything ``cls`` shows after each of ``sends``: the refusal, the bytes, the windows and states."""
+    peer = H2Connection(H2Configuration(client_side=not client_side, header_encoding=None))
+    config = H2Configuration(
+        client_side=client_side,
+        header_encoding=None,
+        validate_outbound_headers=False,
+        normalize_outbound_headers=False,
+    )
+    conn = cls(config)
+    conn.initiate_connection()
+    peer.initiate_connection()
+    if client_side:
+        conn.send_headers(1, [(b":method", b"POST"), (b":path", b"/a"), (b":authority", b"h")])
+    else:
+        conn.receive_data(PREFACE + request(peer, 1, end=False) + request(peer, 3, end=True))
+    seen: list[object] = []
+    for what, sid, status, size, end in sends:
+        try:
+            if what == "headers":
+                first = (b":method", b"POST") if client_side else (b":status", status)
+                conn.send_headers(sid, [first, (b"x-a", b"v" * size), (b"x-b", b"w")], end_stream=end)
+            else:
+                conn.send_data(sid, b"d" * size, end_stream=end)
+            outcome: object = conn.data_to_send()
+        except Exception as exc:  # whichever refusal: both must raise it
+            outcome = (type(exc), str(exc), conn.data_to_send())
+        streams = sorted(
+            (sid, s.state_machine.state, s.outbound_flow_control_window, s._authority, s.request_method)
+            for sid, s in conn.streams.items()
+        )
+        seen.append((outcome, conn.outbound_flow_control_window, streams, conn.state_machine.state))
+    return seen
+
+
+@settings(max_examples=60, deadline=None)
+@given(client_side=st.booleans(), sends=SENDS)
+def test_relay_connection_sends_headers_and_data_as_h2(
+    client_side: bool, sends: list[tuple[str, int, bytes, int, bool]]
+) -> None:
+    """The HEADERS, CONTINUATION and DATA frames RelayConnection packs itself are h2's, byte for byte,
+    with the same stream states, windows and refusals (closed streams, trailers without END_STREAM,
+    windows and frame sizes exceeded, informational answers)."""
+    assert sending(RelayConnection, client_side, sends) == sending(H2Connection, client_side, sends)
