@@ -373,7 +373,7 @@ def sending(
     for what, sid, status, size, end in sends:
         try:
             if what == "headers":
-                first = (b":method", b"POST") if client_side else (b":status", status)
+                first = (b":method", b"POST") if client_side and status != b"100" else (b":status", status)
                 conn.send_headers(sid, [first, (b"x-a", b"v" * size), (b"x-b", b"w")], end_stream=end)
             else:
                 conn.send_data(sid, b"d" * size, end_stream=end)

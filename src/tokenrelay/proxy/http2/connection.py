@@ -20,10 +20,10 @@ from collections.abc import Iterable
 from typing import Any, TypeVar
 
 from h2.config import H2Configuration
-from h2.connection import ConnectionInputs, H2Connection
+from h2.connection import AllowedStreamIDs, ConnectionInputs, H2Connection
 from h2.errors import ErrorCodes
 from h2.events import Event
-from h2.exceptions import ProtocolError, StreamClosedError, StreamIDTooLowError
+from h2.exceptions import ProtocolError, StreamClosedError, StreamIDTooLowError, TooManyStreamsError
 from h2.stream import StreamInputs
 from h2.utilities import (
     HeaderValidationFlags,
@@ -245,14 +245,14 @@ class RelayConnection(H2Connection):
         priority_depends_on: int | None = None,
         priority_exclusive: bool | None = None,
     ) -> None:
-        """h2's send_headers, for a header list of bytes on a stream already open: the state moves of
-        H2Stream.send_headers, one HEADERS frame (CONTINUATIONs past the frame size) packed here.
-        A new stream, priority, an informational answer, or a connection that normalizes or
-        validates what it sends go through h2's own."""
+        """h2's send_headers, for a header list of bytes on a stream already open, or a client's new
+        one: the state moves of H2Stream.send_headers, one HEADERS frame (CONTINUATIONs past the frame
+        size) packed here. A server's new stream (push), priority, an informational answer, or a
+        connection that normalizes or validates what it sends go through h2's own."""
         stream = self.streams.get(stream_id)
         config = self.config
         if (
-            stream is None
+            (stream is None and not config.client_side)
             or type(headers) is not list
             or not headers
             or priority_weight is not None
@@ -260,13 +260,21 @@ class RelayConnection(H2Connection):
             or priority_exclusive is not None
             or config.normalize_outbound_headers
             or config.validate_outbound_headers
-            or (not stream.state_machine.client and is_informational_response(headers))
+            or ((stream is None or not stream.state_machine.client) and is_informational_response(headers))
         ):
             super().send_headers(
                 stream_id, headers, end_stream, priority_weight, priority_depends_on, priority_exclusive
             )
             return
-        self.state_machine.process_input(_SEND_HEADERS_C)
+        if stream is None:  # a client's new stream, as h2 opens it
+            most = self.remote_settings.max_concurrent_streams
+            open_ = self.open_outbound_streams  # a property that also forgets closed streams
+            if open_ + 1 > most:
+                raise TooManyStreamsError(f"Max outbound streams is {most}, {open_} open")
+            self.state_machine.process_input(_SEND_HEADERS_C)
+            stream = self._get_or_create_stream(stream_id, AllowedStreamIDs.ODD)
+        else:
+            self.state_machine.process_input(_SEND_HEADERS_C)
         machine = stream.state_machine
         machine.process_input(_SEND_HEADERS_S)
         block = self.encoder.encode(headers)  # before END_STREAM, as h2: the table changes regardless
