@@ -24,6 +24,7 @@ from h2.connection import AllowedStreamIDs, ConnectionInputs, H2Connection
 from h2.errors import ErrorCodes
 from h2.events import Event
 from h2.exceptions import ProtocolError, StreamClosedError, StreamIDTooLowError, TooManyStreamsError
+from h2.frame_buffer import FrameBuffer
 from h2.stream import StreamInputs
 from h2.utilities import (
     HeaderValidationFlags,
@@ -37,7 +38,8 @@ from hpack.hpack import DEFAULT_MAX_HEADER_LIST_SIZE, Decoder, Encoder, decode_i
 from hpack.huffman_table import decode_huffman
 from hpack.struct import HeaderTuple, NeverIndexedHeaderTuple
 from hpack.table import HeaderTable
-from hyperframe.frame import Frame, RstStreamFrame
+from hyperframe.flags import Flags
+from hyperframe.frame import DataFrame, Frame, HeadersFrame, RstStreamFrame
 
 # hpack logs every header it codes at debug level, and the coded blocks, where scrub cannot see a token
 # (Huffman-coded): never, whatever --log-level says.
@@ -212,6 +214,67 @@ def frame_header(length: int, kind: int, flags: int, sid: int) -> bytes:
     return FRAME_HEADER.pack(length >> 8, length & 0xFF, kind, flags, sid)
 
 
+_DATA_FLAGS = Flags(DataFrame.defined_flags)._valid_flags
+_HEADERS_FLAGS = Flags(HeadersFrame.defined_flags)._valid_flags
+PADDED, PRIORITY = 0x8, 0x20
+
+
+def _flags(valid: set[str], names: set[str]) -> Flags:
+    flags = Flags.__new__(Flags)
+    flags._valid_flags = valid  # never changed by hyperframe: shared by every frame of its type
+    flags._flags = names
+    return flags
+
+
+class RelayFrameBuffer(FrameBuffer):
+    """h2's FrameBuffer, building the frames a relay receives most, DATA and a whole HEADERS block,
+    unpadded and without priority, with the attributes hyperframe's parsing gives them but without
+    its per-frame chain of constructors, flag sets and memoryviews; every other frame (and any
+    frame inside a header block) is hyperframe's, parsed by h2's own ``__next__``."""
+
+    def __next__(self) -> Frame:
+        data = self._data
+        if len(data) < 9 or self._headers_buffer:
+            return super().__next__()
+        high, low, kind, bits, sid = FRAME_HEADER.unpack_from(data)
+        sid &= 0x7FFFFFFF
+        plain_data = kind == DATA and not bits & PADDED
+        whole_headers = kind == HEADERS and not bits & (PADDED | PRIORITY) and bits & END_HEADERS
+        if not sid or not (plain_data or whole_headers):
+            return super().__next__()
+        length = (high << 8) + low
+        if len(data) < length + 9:
+            raise StopIteration
+        self._validate_frame_length(length)
+        body = bytes(memoryview(data)[9 : 9 + length])
+        del data[: 9 + length]
+        frame: Frame
+        if kind == DATA:
+            frame = DataFrame.__new__(DataFrame)
+            names = {"END_STREAM"} if bits & END_STREAM else set()
+            frame.__dict__.update(
+                stream_id=sid,
+                flags=_flags(_DATA_FLAGS, names),
+                body_len=length,
+                pad_length=0,
+                data=body,
+            )
+        else:
+            frame = HeadersFrame.__new__(HeadersFrame)
+            names = {"END_STREAM", "END_HEADERS"} if bits & END_STREAM else {"END_HEADERS"}
+            frame.__dict__.update(
+                stream_id=sid,
+                flags=_flags(_HEADERS_FLAGS, names),
+                body_len=length,
+                pad_length=0,
+                depends_on=0,
+                stream_weight=0,
+                exclusive=False,
+                data=body,
+            )
+        return frame
+
+
 class RelayConnection(H2Connection):
     """An H2Connection that remembers coded header blocks (BlockMemo, HeaderMemo), does not format
     the frames it receives, and writes the DATA and HEADERS it sends on an open stream as bytes.
@@ -229,6 +292,7 @@ class RelayConnection(H2Connection):
         # before any frame: h2 adjusts them as SETTINGS arrive, never replaces them
         self.encoder = HeaderMemo()
         self.decoder = decoder(self.decoder.max_header_list_size)
+        self.incoming_buffer = RelayFrameBuffer(server=not config.client_side)  # h2 sets its size per read
 
     def unfinished_block(self) -> int:
         """The bytes of a header block still waiting for its END_HEADERS (h2 holds up to 64 frames of
