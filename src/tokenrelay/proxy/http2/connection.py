@@ -15,20 +15,31 @@ the CPU these classes save without anyone noticing.
 from __future__ import annotations
 
 import logging
-from typing import TypeVar
+import struct
+from collections.abc import Iterable
+from typing import Any, TypeVar
 
 from h2.config import H2Configuration
-from h2.connection import H2Connection
+from h2.connection import AllowedStreamIDs, ConnectionInputs, H2Connection
 from h2.errors import ErrorCodes
 from h2.events import Event
-from h2.exceptions import StreamClosedError, StreamIDTooLowError
-from h2.utilities import HeaderValidationFlags, validate_headers
+from h2.exceptions import ProtocolError, StreamClosedError, StreamIDTooLowError, TooManyStreamsError
+from h2.frame_buffer import FrameBuffer
+from h2.stream import StreamInputs
+from h2.utilities import (
+    HeaderValidationFlags,
+    authority_from_headers,
+    extract_method_header,
+    is_informational_response,
+    validate_headers,
+)
 from hpack.exceptions import HPACKDecodingError
 from hpack.hpack import DEFAULT_MAX_HEADER_LIST_SIZE, Decoder, Encoder, decode_integer
 from hpack.huffman_table import decode_huffman
 from hpack.struct import HeaderTuple, NeverIndexedHeaderTuple
 from hpack.table import HeaderTable
-from hyperframe.frame import Frame, RstStreamFrame
+from hyperframe.flags import Flags
+from hyperframe.frame import DataFrame, Frame, HeadersFrame, RstStreamFrame
 
 # hpack logs every header it codes at debug level, and the coded blocks, where scrub cannot see a token
 # (Huffman-coded): never, whatever --log-level says.
@@ -189,12 +200,91 @@ class ValidationMemo:
             remember(self._valid, key, None)
 
 
+# RFC 9113 §4.1, §6.1, §6.2, §6.10: a frame's 9-byte header (length, type, flags, stream id), and the
+# frame types and flags the fast paths send.
+FRAME_HEADER = struct.Struct(">HBBBL")
+DATA, HEADERS, CONTINUATION = 0x0, 0x1, 0x9
+END_STREAM, END_HEADERS = 0x1, 0x4
+_SEND_HEADERS_C, _SEND_DATA_C = ConnectionInputs.SEND_HEADERS, ConnectionInputs.SEND_DATA
+_SEND_HEADERS_S, _SEND_DATA_S = StreamInputs.SEND_HEADERS, StreamInputs.SEND_DATA
+_SEND_END_STREAM = StreamInputs.SEND_END_STREAM
+
+
+def frame_header(length: int, kind: int, flags: int, sid: int) -> bytes:
+    return FRAME_HEADER.pack(length >> 8, length & 0xFF, kind, flags, sid)
+
+
+_DATA_FLAGS = Flags(DataFrame.defined_flags)._valid_flags
+_HEADERS_FLAGS = Flags(HeadersFrame.defined_flags)._valid_flags
+PADDED, PRIORITY = 0x8, 0x20
+
+
+def _flags(valid: set[str], names: set[str]) -> Flags:
+    flags = Flags.__new__(Flags)
+    flags._valid_flags = valid  # never changed by hyperframe: shared by every frame of its type
+    flags._flags = names
+    return flags
+
+
+class RelayFrameBuffer(FrameBuffer):
+    """h2's FrameBuffer, building the frames a relay receives most, DATA and a whole HEADERS block,
+    unpadded and without priority, with the attributes hyperframe's parsing gives them but without
+    its per-frame chain of constructors, flag sets and memoryviews; every other frame (and any
+    frame inside a header block) is hyperframe's, parsed by h2's own ``__next__``."""
+
+    def __next__(self) -> Frame:
+        data = self._data
+        if len(data) < 9 or self._headers_buffer:
+            return super().__next__()
+        high, low, kind, bits, sid = FRAME_HEADER.unpack_from(data)
+        sid &= 0x7FFFFFFF
+        plain_data = kind == DATA and not bits & PADDED
+        whole_headers = kind == HEADERS and not bits & (PADDED | PRIORITY) and bits & END_HEADERS
+        if not sid or not (plain_data or whole_headers):
+            return super().__next__()
+        length = (high << 8) + low
+        if len(data) < length + 9:
+            raise StopIteration
+        self._validate_frame_length(length)
+        body = bytes(memoryview(data)[9 : 9 + length])
+        del data[: 9 + length]
+        frame: Frame
+        if kind == DATA:
+            frame = DataFrame.__new__(DataFrame)
+            names = {"END_STREAM"} if bits & END_STREAM else set()
+            frame.__dict__.update(
+                stream_id=sid,
+                flags=_flags(_DATA_FLAGS, names),
+                body_len=length,
+                pad_length=0,
+                data=body,
+            )
+        else:
+            frame = HeadersFrame.__new__(HeadersFrame)
+            names = {"END_STREAM", "END_HEADERS"} if bits & END_STREAM else {"END_HEADERS"}
+            frame.__dict__.update(
+                stream_id=sid,
+                flags=_flags(_HEADERS_FLAGS, names),
+                body_len=length,
+                pad_length=0,
+                depends_on=0,
+                stream_weight=0,
+                exclusive=False,
+                data=body,
+            )
+        return frame
+
+
 class RelayConnection(H2Connection):
-    """An H2Connection that remembers coded header blocks (BlockMemo, HeaderMemo) and does not format
-    the frames it receives.
+    """An H2Connection that remembers coded header blocks (BlockMemo, HeaderMemo), does not format
+    the frames it receives, and writes the DATA and HEADERS it sends on an open stream as bytes.
 
     h2 formats every received frame with ``repr()`` for a trace log line, even when nothing logs (its
-    DummyLogger drops the line): about 5% of the proxy's CPU per gRPC call.
+    DummyLogger drops the line): about 5% of the proxy's CPU per gRPC call. Sending, h2 builds a
+    hyperframe object per frame (flags as a set, serialized field by field), re-encodes every header
+    list and computes validation flags that a connection validating nothing never reads:
+    ``send_headers`` and ``send_data`` below make the same state-machine moves and window
+    accounting as h2's, and pack the frame themselves.
     """
 
     def __init__(self, config: H2Configuration, decoder: type[BlockMemo] = BlockMemo) -> None:
@@ -202,12 +292,103 @@ class RelayConnection(H2Connection):
         # before any frame: h2 adjusts them as SETTINGS arrive, never replaces them
         self.encoder = HeaderMemo()
         self.decoder = decoder(self.decoder.max_header_list_size)
+        self.incoming_buffer = RelayFrameBuffer(server=not config.client_side)  # h2 sets its size per read
 
     def unfinished_block(self) -> int:
         """The bytes of a header block still waiting for its END_HEADERS (h2 holds up to 64 frames of
         it, a MiB at the default frame size, before it refuses one)."""
         held = self.incoming_buffer._headers_buffer
         return sum(len(frame.data) for frame in held) if held else 0
+
+    def send_headers(
+        self,
+        stream_id: int,
+        headers: Iterable[Any],
+        end_stream: bool = False,
+        priority_weight: int | None = None,
+        priority_depends_on: int | None = None,
+        priority_exclusive: bool | None = None,
+    ) -> None:
+        """h2's send_headers, for a header list of bytes on a stream already open, or a client's new
+        one: the state moves of H2Stream.send_headers, one HEADERS frame (CONTINUATIONs past the frame
+        size) packed here. A server's new stream (push), priority, an informational answer, or a
+        connection that normalizes or validates what it sends go through h2's own."""
+        stream = self.streams.get(stream_id)
+        config = self.config
+        if (
+            (stream is None and not config.client_side)
+            or type(headers) is not list
+            or not headers
+            or priority_weight is not None
+            or priority_depends_on is not None
+            or priority_exclusive is not None
+            or config.normalize_outbound_headers
+            or config.validate_outbound_headers
+            or ((stream is None or not stream.state_machine.client) and is_informational_response(headers))
+        ):
+            super().send_headers(
+                stream_id, headers, end_stream, priority_weight, priority_depends_on, priority_exclusive
+            )
+            return
+        if stream is None:  # a client's new stream, as h2 opens it
+            most = self.remote_settings.max_concurrent_streams
+            open_ = self.open_outbound_streams  # a property that also forgets closed streams
+            if open_ + 1 > most:
+                raise TooManyStreamsError(f"Max outbound streams is {most}, {open_} open")
+            self.state_machine.process_input(_SEND_HEADERS_C)
+            stream = self._get_or_create_stream(stream_id, AllowedStreamIDs.ODD)
+        else:
+            self.state_machine.process_input(_SEND_HEADERS_C)
+        machine = stream.state_machine
+        machine.process_input(_SEND_HEADERS_S)
+        block = self.encoder.encode(headers)  # before END_STREAM, as h2: the table changes regardless
+        flags = 0
+        if end_stream:
+            machine.process_input(_SEND_END_STREAM)
+            flags = END_STREAM
+        if machine.trailers_sent and not end_stream:
+            raise ProtocolError("Trailers must have END_STREAM set.")
+        if machine.client and stream._authority is None:
+            stream._authority = authority_from_headers(headers)
+        stream.request_method = extract_method_header(headers)
+        size = self.max_outbound_frame_size
+        if len(block) <= size:
+            self._data_to_send += frame_header(len(block), HEADERS, flags | END_HEADERS, stream_id) + block
+            return
+        blocks = [block[i : i + size] for i in range(0, len(block), size)]
+        out = [frame_header(len(blocks[0]), HEADERS, flags, stream_id), blocks[0]]
+        for i, part in enumerate(blocks[1:], 2):
+            last = END_HEADERS if i == len(blocks) else 0
+            out += (frame_header(len(part), CONTINUATION, last, stream_id), part)
+        self._data_to_send += b"".join(out)
+
+    def send_data(
+        self, stream_id: int, data: bytes | memoryview, end_stream: bool = False, pad_length: Any = None
+    ) -> None:
+        """h2's send_data, unpadded bytes within the windows and the frame size on a stream already
+        open: the state moves and window accounting of h2's, one DATA frame packed here."""
+        stream = self.streams.get(stream_id)
+        size = len(data)
+        if (
+            stream is None
+            or pad_length is not None
+            or type(data) is not bytes
+            or size > self.outbound_flow_control_window
+            or size > stream.outbound_flow_control_window
+            or size > self.max_outbound_frame_size
+        ):
+            super().send_data(stream_id, data, end_stream, pad_length)
+            return
+        self.state_machine.process_input(_SEND_DATA_C)
+        machine = stream.state_machine
+        machine.process_input(_SEND_DATA_S)
+        flags = 0
+        if end_stream:
+            machine.process_input(_SEND_END_STREAM)
+            flags = END_STREAM
+        stream.outbound_flow_control_window -= size
+        self._data_to_send += frame_header(size, DATA, flags, stream_id) + data
+        self.outbound_flow_control_window -= size
 
     def _receive_frame(self, frame: Frame) -> list[Event]:
         events: list[Event]
