@@ -354,6 +354,7 @@ async def test_backoff_reads_retryable_from_the_answer(status: int, first_wait: 
             location=None,
             retry_after=None,
             auth_url_setting="",
+            identity_setting="",
         )
 
     provider = TokenProvider(API, fetch, clock=clock, wall=clock.wall, sleep=clock.sleep, rng=_Ceiling())
