@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from ...errors import ConfigError
+from ...lite import extras
 from ...lite.names import DEFAULT_EXCHANGE_TIMEOUT, where
 
 if TYPE_CHECKING:
@@ -113,10 +114,8 @@ class Source(abc.ABC):
         """The command that installs what this source ``needs`` when it is not installed, else None."""
         if cls.needs is None:
             return None
-        import importlib.util  # here: reading the table of sources stays cheap
-
         module, _, extra = cls.needs
-        return None if importlib.util.find_spec(module) is not None else f"pip install 'tokenrelay[{extra}]'"
+        return extras.missing(module, extra)
 
     @classmethod
     def require(cls) -> None:
