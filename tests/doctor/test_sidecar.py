@@ -24,6 +24,7 @@ from tokenrelay.testing import FakeTokenService, refusal
 
 from ..support.doctor import BIN, Platform, command, doctor, finding, sidecar
 from ..support.helpers import require
+from ..support.paths import require_reachable
 
 pytestmark = pytest.mark.e2e
 
@@ -141,6 +142,7 @@ def test_status_without_a_sidecar_says_how_to_start_one(tmp_path: Path) -> None:
 def _as_other_user() -> list[str]:
     if os.geteuid() != 0:
         return []
+    require_reachable(65534, BIN / "tokenrelay")
     return [require("setpriv"), "--reuid", "65534", "--regid", "65534", "--clear-groups"]
 
 

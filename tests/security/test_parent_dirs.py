@@ -22,6 +22,8 @@ import pytest
 from tokenrelay.sidecar.sinks import write_private_file
 from tokenrelay.sidecar.unixsocket import bind
 
+from ..support.paths import require_reachable
+
 SRC = Path(__file__).resolve().parents[2] / "src"  # the tree under test, as the venv imports it
 
 
@@ -70,6 +72,8 @@ def test_a_dead_socket_of_another_user_in_a_sticky_directory_is_one_line() -> No
     )
     if version.stdout.strip() != str(sys.version_info[:2]):
         pytest.skip(f"{python} is not Python {sys.version_info[:2]}: it cannot load this venv's packages")
+    purelib = sysconfig.get_paths()["purelib"]
+    require_reachable(65534, SRC, Path(purelib))
     sticky = Path(f"/tmp/trsticky-{os.getpid()}")
     sticky.mkdir()
     try:
@@ -81,7 +85,6 @@ def test_a_dead_socket_of_another_user_in_a_sticky_directory_is_one_line() -> No
         os.chown(dead, 65533, 65533)
         # The venv's interpreter lives under /root: a system python of the same version, run as
         # nobody, loads this tree and the venv's packages instead.
-        purelib = sysconfig.get_paths()["purelib"]
         result = subprocess.run(
             [
                 python,

@@ -12,3 +12,22 @@ def short_dir(prefix: str = "tr-", mode: int = 0o700) -> Path:
     where = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
     where.chmod(mode)
     return where
+
+
+def require_reachable(uid: int, *paths: Path) -> None:
+    """Skip unless ``uid`` (owning none of them, in none of their groups) may enter every directory
+    above ``paths``: a checkout under a 0700 directory (``mktemp -d``) shuts other users out of its
+    venv and sources, and a test that runs tokenrelay as one of them cannot run there."""
+    import stat
+
+    import pytest
+
+    for path in paths:
+        for directory in path.resolve().parents:
+            info = directory.stat()
+            allowed = stat.S_IXUSR if info.st_uid == uid else stat.S_IXOTH
+            if not info.st_mode & allowed:
+                pytest.skip(
+                    f"uid {uid} cannot enter {directory} (mode {stat.S_IMODE(info.st_mode):o}), where "
+                    f"{path} is: check the repository out where other users can reach it"
+                )
