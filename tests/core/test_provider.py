@@ -354,6 +354,7 @@ async def test_backoff_reads_retryable_from_the_answer(status: int, first_wait: 
             location=None,
             retry_after=None,
             auth_url_setting="",
+            identity_setting="",
         )
 
     provider = TokenProvider(API, fetch, clock=clock, wall=clock.wall, sleep=clock.sleep, rng=_Ceiling())
@@ -444,3 +445,35 @@ async def _until(condition: object, limit: int = 2000) -> None:
             return
         await asyncio.sleep(0.001)
     raise AssertionError("condition never held")
+
+
+async def test_a_cancelled_caller_is_cancelled_even_as_the_exchange_fails() -> None:
+    """A caller cancelled just as the exchange it waits on fails (exec's start, on SIGTERM during a
+    token-service outage) gets CancelledError, not the failure: it must not retry on and on."""
+    from tokenrelay.errors import ExchangeError
+
+    cancelled = 0
+    for turns in range(8):  # the cancel lands at each turn of the loop while the exchange fails
+        clock = FakeClock()
+        release = asyncio.Event()
+
+        async def fetch(audience: str, release: asyncio.Event = release) -> Issued:
+            await release.wait()
+            raise ExchangeError("token service down")  # retryable
+
+        provider = TokenProvider(API, fetch, clock=clock, wall=clock.wall, sleep=clock.sleep)
+        caller = asyncio.ensure_future(provider.get())
+        for _ in range(3):  # the caller waits on the exchange
+            await asyncio.sleep(0)
+        release.set()
+        for _ in range(turns):
+            await asyncio.sleep(0)
+        if caller.done():  # the failure reached the caller before the cancel: nothing to lose
+            with pytest.raises(TokenUnavailable):
+                await caller
+            continue
+        caller.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await caller
+        cancelled += 1
+    assert cancelled >= 2

@@ -31,6 +31,7 @@ def _refusal(
         location=location,
         retry_after=retry_after,
         auth_url_setting="THE_SETTING",
+        identity_setting="THE_IDENTITY",
     )
 
 
@@ -96,6 +97,16 @@ def test_aip193_refusal_reads_as_the_services_words() -> None:
 def test_configuration_refusals_are_not_retryable(code: aip193.Code) -> None:
     """INVALID_ARGUMENT and NOT_FOUND cannot succeed until someone changes the configuration."""
     assert not _refusal(400, _aip193(code, "no such identity")).retryable
+
+
+def test_an_unknown_identity_names_the_callers_identity_setting() -> None:
+    """NOT_FOUND on an exchange means no identity has the uid sent: the line names what sets it."""
+    error = _refusal(404, _aip193(aip193.Code.NOT_FOUND, "Not found: identity 0/1", "NOT_FOUND"))
+    assert str(error) == (
+        "token service refused the exchange for audience aud: Not found: identity 0/1 "
+        "(NOT_FOUND, reason NOT_FOUND, HTTP 404): check THE_IDENTITY, the uid of an identity the token "
+        "service knows"
+    )
 
 
 @pytest.mark.parametrize(("status", "retryable"), [(502, True), (429, True), (401, False)])

@@ -4,6 +4,7 @@ cannot outlive the job."""
 from __future__ import annotations
 
 import os
+import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -103,3 +104,18 @@ async def test_every_platform_source_shows_its_choice_and_claims(
     shown = finding(report, "oidc.jwt")
     assert f"iss={PLATFORMS[name].issuer}" in shown.message
     assert {"iss", "sub", "aud", "exp"} <= set(shown.details["claims"])
+
+
+@pytest.mark.parametrize(("name", "module"), [("aws", "botocore"), ("spiffe", "grpc")])
+async def test_a_source_whose_extra_is_not_installed_names_the_pip_command_as_its_fix(
+    name: str, module: str, platform: Platform, environ: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """aws without botocore, spiffe without grpcio: oidc.read fails, and its fix is the extra's pip
+    command, not the platform's set-up (which cannot help until the package is there)."""
+    monkeypatch.setitem(sys.modules, module, None)  # the fault: the module is not installed
+    environ.update({"AWS_REGION": "eu-west-1", "SPIFFE_ENDPOINT_SOCKET": "unix:///run/spire/api.sock"})
+    report = await doctor(platform.argv("--id-token-source", name), environ)
+    read = finding(report, "oidc.read")
+    assert read.outcome is Outcome.FAILED
+    assert read.message.endswith(f"pip install 'tokenrelay[{name}]'")
+    assert read.fix == f"pip install 'tokenrelay[{name}]'"

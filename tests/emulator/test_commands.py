@@ -29,11 +29,11 @@ def is_symlink(path: str) -> bool:
 
 @asynccontextmanager
 async def running(
-    *args: str, until: str
+    *args: str, until: str, env: dict[str, str] | None = None
 ) -> AsyncIterator[tuple[asyncio.subprocess.Process, dict[str, list[str]]]]:
     """Start a command, read its ``name: value`` lines up to the one named ``until``; stop it at the end."""
     process = await asyncio.create_subprocess_exec(
-        TOKENRELAY, *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL
+        TOKENRELAY, *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL, env=env
     )
     assert process.stdout is not None
     lines: dict[str, list[str]] = {}
@@ -147,6 +147,18 @@ async def test_dev_runs_the_whole_thing() -> None:
         async with asyncio.timeout(DEADLINE):
             assert await process.wait() == 0
     assert not workdir.exists()
+
+
+async def test_dev_under_a_tmpdir_too_long_for_a_socket_still_serves(tmp_path: Path) -> None:
+    """With a TMPDIR too long for a Unix socket's path (108 bytes with the name), dev makes its
+    directory under /tmp instead, as exec does, and serves its socket there."""
+    tmpdir = tmp_path / ("t" * 90)
+    tmpdir.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmpdir)}
+    async with running("dev", "--proxy-listen", "127.0.0.1:0", until="ready", env=env) as (_, found):
+        socket_path = Path(found["socket"][0])
+        assert socket_path.is_socket()
+        assert socket_path.parent.parent == Path("/tmp")
 
 
 def test_dev_help_lists_proxy_listen() -> None:

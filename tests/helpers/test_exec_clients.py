@@ -88,23 +88,7 @@ def test_private_docker_config_keeps_the_users_other_logins(stack: Stack, client
 def test_pip_download_with_configure_pip(stack: Stack, client_env: dict[str, str], tmp_path: Path) -> None:
     """pip inside the command (tokenrelay's own environment's) gets ``_token`` and the token from the
     keyring backend, from an index URL with no credentials in it."""
-    env = exec_env(client_env)
-    accepted = len(stack.index_check.accepted)
-    argv = [
-        sys.executable,
-        "-m",
-        "pip",
-        "download",
-        "--no-deps",
-        "--no-cache-dir",
-        f"--index-url={stack.index.url}/simple/",
-        f"--dest={tmp_path / 'dl'}",
-        "tinypkg==1.0",
-    ]
-    result = run_exec(stack, env, "--configure=pip", command=argv, timeout=120)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert (tmp_path / "dl" / "tinypkg-1.0-py3-none-any.whl").exists()
-    assert len(stack.index_check.accepted) > accepted
+    _pip_download_through_exec(stack, client_env, tmp_path, f"--index-url={stack.index.url}/simple/")
 
 
 def test_configure_all_sets_up_every_target(stack: Stack, client_env: dict[str, str]) -> None:
@@ -148,6 +132,20 @@ def test_pip_subprocess_provider_finds_the_linked_keyring(
 ) -> None:
     """With ``--keyring-provider subprocess`` (what a pip of another environment would use) and the
     user in the index URL, pip runs the ``keyring`` command --configure pip put on the command's PATH."""
+    _pip_download_through_exec(
+        stack,
+        client_env,
+        tmp_path,
+        "--keyring-provider=subprocess",
+        f"--index-url=http://_token@{stack.index.netloc}/simple/",
+    )
+
+
+def _pip_download_through_exec(
+    stack: Stack, client_env: dict[str, str], tmp_path: Path, *pip_flags: str
+) -> None:
+    """``pip download tinypkg`` with ``pip_flags`` under ``exec --configure=pip``: it succeeds, and the
+    index accepted a token."""
     env = exec_env(client_env)
     accepted = len(stack.index_check.accepted)
     argv = [
@@ -157,8 +155,7 @@ def test_pip_subprocess_provider_finds_the_linked_keyring(
         "download",
         "--no-deps",
         "--no-cache-dir",
-        "--keyring-provider=subprocess",
-        f"--index-url=http://_token@{stack.index.netloc}/simple/",
+        *pip_flags,
         f"--dest={tmp_path / 'dl'}",
         "tinypkg==1.0",
     ]

@@ -56,7 +56,8 @@ async def check(
     try:
         reader = id_token_source(settings, session, environ, wall=_never)
     except ConfigError as exc:
-        return [failed("oidc.read", exc.message, SOURCES[settings.id_token_source].setup)], None
+        chosen = SOURCES[settings.id_token_source]
+        return [failed("oidc.read", exc.message, chosen.missing() or chosen.setup)], None
     try:
         value = (await reader.read()).value
     except IdTokenError as exc:

@@ -17,13 +17,13 @@ import json
 import shutil
 import socket
 import sys
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..config import Settings, add_logging_options
 from ..lite.netloc import is_loopback, parse_hostport
 from ..sidecar.listening import bind_error
+from ..wrap.workspace import private_directory
 from . import commandpaths, groups
 from .commandpaths import installed, scripts_dir, sh
 
@@ -98,7 +98,7 @@ async def main(args: argparse.Namespace, stop: asyncio.Event | None = None) -> i
         proxy_port = free_port(proxy_host)
     emulator = Emulator(token_lifetime=args.token_lifetime)
     server = EmulatorServer(emulator, *args.emulator_listen)
-    workdir = Path(tempfile.mkdtemp(prefix="tokenrelay-dev-"))
+    workdir = private_directory("tokenrelay-dev-")
     token_file: RotatingTokenFile | None = None
     watcher: asyncio.Task[None] | None = None
     try:

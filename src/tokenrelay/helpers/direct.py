@@ -209,6 +209,7 @@ def exchange_token(
             location=exc.headers.get("Location"),
             retry_after=exc.headers.get("Retry-After"),
             auth_url_setting=AUTH_URL_ENV,
+            identity_setting=IDENTITY_ENV,
         )
         raise CredentialError(str(refused)) from None
     except ExchangeError as exc:

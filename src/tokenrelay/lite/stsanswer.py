@@ -61,8 +61,10 @@ def refusal(
     location: str | None,
     retry_after: str | None,
     auth_url_setting: str,
+    identity_setting: str,
 ) -> ExchangeError:
-    """The error for a non-200 answer; ``auth_url_setting`` names what the reader sets to fix a redirect.
+    """The error for a non-200 answer; ``auth_url_setting`` and ``identity_setting`` name what the
+    reader sets to fix a redirect and an unknown identity.
 
     Every field the service chose (message, ErrorInfo reason, Location) is redacted alike: a service
     that echoes the bearer may do it anywhere, and the error reaches logs, /readyz and the socket's 503.
@@ -89,9 +91,15 @@ def refusal(
     why = redacted(message, id_token)[:500]
     reason = redacted(reason, id_token)[:100]
     label = f"{aip193.Code(code).name}, " if code in aip193.Code._value2member_map_ else ""
+    # the one name an exchange looks up is the identity's uid: its NOT_FOUND is always that one
+    fix = (
+        f": check {identity_setting}, the uid of an identity the token service knows"
+        if code == aip193.Code.NOT_FOUND
+        else ""
+    )
     return ExchangeError(
         f"token service refused the exchange for audience {audience}: {why} "
-        f"({label}{'reason ' + reason + ', ' if reason else ''}HTTP {status})",
+        f"({label}{'reason ' + reason + ', ' if reason else ''}HTTP {status}){fix}",
         status=status,
         code=code,
         reason=reason,

@@ -261,7 +261,11 @@ class TokenProvider:
 
     async def _await(self, task: asyncio.Task[Token]) -> Token:
         try:
-            return await asyncio.wait_for(asyncio.shield(task), self._wait_timeout)
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for drops a cancel that lands as the
+            # exchange fails, and raises the failure instead (exec's start then retried on after
+            # SIGTERM until --wait-timeout)
+            async with asyncio.timeout(self._wait_timeout):
+                return await asyncio.shield(task)
         except TimeoutError:
             raise TokenUnavailable(
                 f"no token for audience {self.audience} yet: the exchange has not finished after "

@@ -18,6 +18,7 @@ from ..lite.stsanswer import MAX_ANSWER_BYTES, http_date, oversized, refusal, to
 from ..lite.unreachable import unreachable
 
 AUTH_URL_SETTING = where("auth_url")
+IDENTITY_SETTING = where("identity")
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +64,7 @@ async def exchange(
                     location=response.headers.get("Location"),
                     retry_after=response.headers.get("Retry-After"),
                     auth_url_setting=AUTH_URL_SETTING,
+                    identity_setting=IDENTITY_SETTING,
                 )
     except TimeoutError:
         raise ExchangeTimeout(

@@ -10,7 +10,6 @@ its class, its row in TARGETS, docs/exec.md and its test; nothing else switches 
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shlex
@@ -20,6 +19,7 @@ from typing import Any, Protocol
 
 from ..errors import ConfigError
 from ..helpers.hosts import Host
+from ..lite import extras
 from ..lite.names import flag
 from ..lite.netloc import is_loopback
 from .workspace import Workspace
@@ -121,11 +121,9 @@ class Pip:
     )
 
     def apply(self, workspace: Workspace) -> None:
-        if importlib.util.find_spec("keyring") is None:
-            raise ConfigError(
-                f"{CONFIGURE} pip needs the keyring package beside tokenrelay: "
-                "pip install 'tokenrelay[keyring]'"
-            )
+        command = extras.missing("keyring", "keyring")
+        if command is not None:
+            raise ConfigError(f"{CONFIGURE} pip needs the keyring package beside tokenrelay: {command}")
         workspace.env["PIP_KEYRING_PROVIDER"] = "import"
         workspace.helper("keyring", needed_by=f"{CONFIGURE} pip")
 

@@ -27,16 +27,17 @@ SOCKET_NAME = "tokenrelay.sock"
 # On the command's PATH whatever it configures: `tokenrelay token`, and the helpers its own
 # configuration may name.
 ALWAYS_LINKED = ("tokenrelay", "docker-credential-tokenrelay", "git-credential-tokenrelay")
-# A Unix socket's path must fit in 108 bytes: a long $TMPDIR falls back to /tmp.
+# A Unix socket's path must fit in 108 bytes: a long $TMPDIR (some CI runners', macOS's in a deep
+# home) falls back to /tmp, leaving room for the directory's and the socket's names.
 MAX_PARENT = 60
 
 
-def private_directory() -> Path:
-    """A fresh 0700 directory for one run of a command."""
+def private_directory(prefix: str = "tokenrelay-exec-") -> Path:
+    """A fresh 0700 directory for one run of a command that serves a socket in it (exec, dev)."""
     parent = tempfile.gettempdir()
     if len(parent) > MAX_PARENT:
         parent = "/tmp"  # noqa: S108 - mkdtemp makes it 0700 and unguessable
-    return Path(tempfile.mkdtemp(prefix="tokenrelay-exec-", dir=parent))
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
 
 
 class Workspace:

@@ -46,7 +46,6 @@ WEB_IDENTITY = {
 }
 # RS256 is the one every OIDC verifier takes; ES384 is the other that AWS offers.
 SIGNING_ALGORITHM = "RS256"
-EXTRA = "pip install 'tokenrelay[aws]'"
 CHAIN = (
     "access keys (AWS_ACCESS_KEY_ID), AWS_WEB_IDENTITY_TOKEN_FILE, AWS_CONTAINER_CREDENTIALS_FULL_URI, IMDSv2"
 )
@@ -60,6 +59,7 @@ class AwsSource(Source):
     platform = "AWS"
     mints = True
     probes = True
+    needs = ("botocore", "botocore", "aws")
     setup = (
         "give the workload an IAM role allowed sts:GetWebIdentityToken (EKS Pod Identity, IRSA, an ECS "
         "task role, an instance profile), enable outbound identity federation, and set AWS_REGION"
@@ -81,11 +81,8 @@ class AwsSource(Source):
 
     @classmethod
     def build(cls, inputs: SourceInputs) -> AwsSource:
-        import importlib.util  # here: reading the table of sources stays cheap
-
+        cls.require()
         env = inputs.environ
-        if importlib.util.find_spec("botocore") is None:
-            raise ConfigError(f"the aws OIDC token source needs botocore: {EXTRA}")
         region = next((env[name] for name in REGION_VARIABLES if env.get(name)), None)
         if region is None:
             raise ConfigError(

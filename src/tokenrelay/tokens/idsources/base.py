@@ -17,6 +17,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
+from ...errors import ConfigError
+from ...lite import extras
 from ...lite.names import DEFAULT_EXCHANGE_TIMEOUT, where
 
 if TYPE_CHECKING:
@@ -96,6 +98,9 @@ class Source(abc.ABC):
     required: ClassVar[tuple[str, ...]] = ()
     # What the platform must provide for ``build`` to succeed: the doctor's fix when it does not.
     setup: ClassVar[str] = "choose the --id-token-source of the platform tokenrelay runs on"
+    # What this source imports at its first read and an extra of tokenrelay's installs: the module,
+    # its distribution and the extra, e.g. ("botocore", "botocore", "aws"). None: nothing beyond the package.
+    needs: ClassVar[tuple[str, str, str] | None] = None
 
     description: str  # where this one reads, for logs, /v1/status and the doctor; never a secret
 
@@ -103,6 +108,22 @@ class Source(abc.ABC):
     @abc.abstractmethod
     def build(cls, inputs: SourceInputs) -> Source:
         """The source, from the settings; ConfigError naming what is missing."""
+
+    @classmethod
+    def missing(cls) -> str | None:
+        """The command that installs what this source ``needs`` when it is not installed, else None."""
+        if cls.needs is None:
+            return None
+        module, _, extra = cls.needs
+        return extras.missing(module, extra)
+
+    @classmethod
+    def require(cls) -> None:
+        """ConfigError naming the command that installs what this source ``needs``, when it is missing."""
+        command = cls.missing()
+        if command is not None:
+            assert cls.needs is not None
+            raise ConfigError(f"the {cls.name} OIDC token source needs {cls.needs[1]}: {command}")
 
     @classmethod
     def marker(cls, environ: Mapping[str, str]) -> str | None:

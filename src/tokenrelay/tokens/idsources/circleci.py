@@ -11,7 +11,6 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from ...errors import IdTokenError
 from ...lite.names import DEFAULT_EXCHANGE_TIMEOUT
 from . import commands
 from .base import IdToken, Source, SourceInputs, checked
@@ -76,10 +75,8 @@ class CircleCiVariableSource(VariableSource):
     def build(cls, inputs: SourceInputs) -> Source:
         return CircleCiSource.build(inputs)
 
-    async def read(self) -> IdToken:
-        if self.environ.get(self.variable) is None:
-            raise IdTokenError(f"neither {' nor '.join(VARIABLES)} is set; {self.fix()}")
-        return await VariableSource.read(self)
+    def unset(self) -> str:
+        return f"neither {' nor '.join(VARIABLES)} is set; {self.fix()}"
 
     def fix(self) -> str:
         return (

@@ -32,7 +32,6 @@ from .httpfetch import platform_words
 SOCKET_VARIABLE = "SPIFFE_ENDPOINT_SOCKET"
 METHOD = "/SpiffeWorkloadAPI/FetchJWTSVID"
 SECURITY_HEADER = ("workload.spiffe.io", "true")
-EXTRA = "pip install 'tokenrelay[spiffe]'"
 
 
 def grpc_target(endpoint: str) -> str:
@@ -65,6 +64,7 @@ class SpiffeSource(Source):
     name = "spiffe"
     platform = "SPIFFE"
     mints = True
+    needs = ("grpc", "grpcio", "spiffe")
     setup = f"run a SPIFFE Workload API (a SPIRE agent) and set {SOCKET_VARIABLE} to its socket"
 
     endpoint: str
@@ -91,10 +91,7 @@ class SpiffeSource(Source):
             raise ConfigError(
                 f"{SOCKET_VARIABLE}={endpoint!r} is not a Workload API address: {exc}"
             ) from None
-        import importlib.util  # here: reading the table of sources stays cheap
-
-        if importlib.util.find_spec("grpc") is None:
-            raise ConfigError(f"the spiffe OIDC token source needs grpcio: {EXTRA}")
+        cls.require()
         return cls(endpoint, target, inputs.audience, inputs.timeout, inputs.wall)
 
     @classmethod

@@ -40,10 +40,14 @@ class VariableSource(Source):
     async def read(self) -> IdToken:
         value = self.environ.get(self.variable)
         if value is None:
-            raise IdTokenError(f"{self.description} is not set; {self.fix()}")
+            raise IdTokenError(self.unset())
         token = checked(value, self.description, self.wall)
         self.warn_if_short(token)
         return token
+
+    def unset(self) -> str:
+        """What ``read`` says when the variable is not set."""
+        return f"{self.description} is not set; {self.fix()}"
 
     def warn_if_short(self, token: IdToken) -> None:
         seen = fingerprint(token.value)
