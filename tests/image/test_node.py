@@ -205,52 +205,31 @@ def test_a_pod_the_webhook_injects_runs_on_a_real_node(cluster: Cluster) -> None
     (clientConfig.url and caBundle), injects the sidecar into deploy/injector/example's Deployment as
     the real API server creates its pod; the kubelet runs it and the app gets its token."""
     node, upstream = cluster.node, cluster.emulator
-    tls = short_dir("tr-webhook-tls-")
-    pki = loopback_certificates(tls)
-    for name, source in (("ca.crt", pki.ca), ("tls.crt", pki.cert), ("tls.key", pki.key)):
-        (tls / name).write_bytes(Path(source).read_bytes())
-    port, hook_metrics = free_port(), free_port()
-    webhook = subprocess.Popen(
-        [TOKENRELAY, "webhook", "--listen", f"127.0.0.1:{port}",
-         "--metrics-listen", f"127.0.0.1:{hook_metrics}", "--tls-dir", str(tls),
-         "--namespace", "tokenrelay-system", "--shutdown-delay", "0",
-         "--auth-url", upstream.url, "--api-url", upstream.url, "--image", IMAGE_REF],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+    identity = cluster.identity("team-a", "web")
+    objects = [o for o in yaml.safe_load_all((REPO / "deploy/injector/example/app.yaml").read_text()) if o]
+    objects = [o for o in objects if o["kind"] in ("Namespace", "ServiceAccount", "Deployment")]
+    for obj in objects:
+        if obj["kind"] == "Namespace":  # restricted forbids hostNetwork, which CNI=none needs
+            del obj["metadata"]["labels"]["pod-security.kubernetes.io/enforce"]
+        if obj["kind"] == "Deployment":
+            template = obj["spec"]["template"]
+            obj["spec"]["replicas"] = 1
+            annotations = template["metadata"]["annotations"]
+            # the webhook refuses the proxy on hostNetwork (every process of the node could use it)
+            del annotations["tokenrelay.dev/proxy"]
+            annotations["tokenrelay.dev/identity"] = identity
+            annotations["tokenrelay.dev/metrics-port"] = str(free_port())
+            annotations["tokenrelay.dev/oidc-audience"] = upstream.url
+            template["spec"]["hostNetwork"] = True
+            (app,) = template["spec"]["containers"]
+            as_app(app)
+            app["env"] = [{"name": "DIRECT_API_URL", "value": upstream.url}]
     try:
-        configuration = yaml.safe_load(
-            (REPO / "deploy/injector/base/mutatingwebhookconfiguration.yaml").read_text()
-        )
-        ca_bundle = base64.b64encode(Path(pki.ca).read_bytes()).decode()
-        for hook in configuration["webhooks"]:
-            hook["clientConfig"] = {"url": f"https://127.0.0.1:{port}/mutate", "caBundle": ca_bundle}
-        identity = cluster.identity("team-a", "web")
-        objects = [
-            o for o in yaml.safe_load_all((REPO / "deploy/injector/example/app.yaml").read_text()) if o
-        ]
-        objects = [o for o in objects if o["kind"] in ("Namespace", "ServiceAccount", "Deployment")]
-        for obj in objects:
-            if obj["kind"] == "Namespace":  # restricted forbids hostNetwork, which CNI=none needs
-                del obj["metadata"]["labels"]["pod-security.kubernetes.io/enforce"]
-            if obj["kind"] == "Deployment":
-                template = obj["spec"]["template"]
-                obj["spec"]["replicas"] = 1
-                annotations = template["metadata"]["annotations"]
-                # the webhook refuses the proxy on hostNetwork (every process of the node could use it)
-                del annotations["tokenrelay.dev/proxy"]
-                annotations["tokenrelay.dev/identity"] = identity
-                annotations["tokenrelay.dev/metrics-port"] = str(free_port())
-                annotations["tokenrelay.dev/oidc-audience"] = upstream.url
-                template["spec"]["hostNetwork"] = True
-                (app,) = template["spec"]["containers"]
-                as_app(app)
-                app["env"] = [{"name": "DIRECT_API_URL", "value": upstream.url}]
-        node.apply([configuration])
-        eventually_blocking(lambda: webhook.poll() is None and _listens(port), "the webhook to listen", 60)
-        node.apply(objects)
-        selector = "app.kubernetes.io/name=web"
-        answer = app_says(node, "team-a", selector, "web")
-        pod = pod_of(node, "team-a", selector)
+        with webhook_for(cluster):
+            node.apply(objects)
+            selector = "app.kubernetes.io/name=web"
+            answer = app_says(node, "team-a", selector, "web")
+            pod = pod_of(node, "team-a", selector)
         (sidecar,) = pod["spec"]["initContainers"]
         assert (sidecar["name"], sidecar["image"], sidecar["restartPolicy"]) == (
             "tokenrelay",
@@ -262,13 +241,7 @@ def test_a_pod_the_webhook_injects_runs_on_a_real_node(cluster: Cluster) -> None
         assert answer["token"] == 0 and answer["fingerprint"] == refreshed[0]["fingerprint"]
         assert (answer["via"], answer["status"]) == ("direct", 200) and "acme" in answer["groups"]
     finally:
-        node.kubectl("delete", "mutatingwebhookconfiguration", "tokenrelay-injector", check=False)
         node.kubectl("delete", "namespace", "team-a", "--wait=false", check=False)
-        webhook.terminate()
-        webhook.wait(timeout=30)
-        for child in tls.iterdir():
-            child.unlink()
-        tls.rmdir()
 
 
 def _listens(port: int) -> bool:
