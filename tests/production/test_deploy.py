@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,6 +11,7 @@ import yaml
 from tokenrelay.config import parse_args
 from tokenrelay.kube import mutation
 
+from ..support import kube
 from ..support.production import REPO
 
 DEPLOY = REPO / "deploy"
@@ -23,15 +21,7 @@ K8S_VERSION = "1.30.0"  # the oldest release we document: native sidecars on by 
 
 def render(overlay: str) -> list[dict[str, Any]]:
     """``kubectl kustomize`` of ``deploy/<overlay>``."""
-    kubectl = shutil.which("kubectl")
-    if kubectl is None:
-        if os.environ.get("CI"):
-            pytest.fail("kubectl is not installed, and CI is set")
-        pytest.skip("kubectl is not installed")
-    out = subprocess.run(
-        [kubectl, "kustomize", str(DEPLOY / overlay)], check=True, capture_output=True, text=True
-    ).stdout
-    return [doc for doc in yaml.safe_load_all(out) if doc]
+    return kube.render(DEPLOY / overlay)
 
 
 def pod_spec(doc: dict[str, Any]) -> dict[str, Any] | None:
