@@ -351,10 +351,12 @@ def _fragment(received: Frame) -> bytes:
 
 class ScriptedUpstream:
     """A loopback HTTP/2 server answered by the test, frame by frame: ``connection()`` hands over each
-    connection the proxy opens, once its preface came and this side's SETTINGS (``values``) went."""
+    connection the proxy opens, once its preface came and this side's SETTINGS (``values``) went;
+    ``reopen`` as for ``Wire``."""
 
-    def __init__(self, values: dict[int, int] | None = None) -> None:
+    def __init__(self, values: dict[int, int] | None = None, *, reopen: bool = True) -> None:
         self.values = values
+        self.reopen = reopen
         self.accepted: asyncio.Queue[Wire] = asyncio.Queue()
         self.wires: list[Wire] = []
         self.port = 0
@@ -377,7 +379,7 @@ class ScriptedUpstream:
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         preface = await reader.readexactly(len(PREFACE))
         assert preface == PREFACE, preface
-        wire = Wire(reader, writer)
+        wire = Wire(reader, writer, reopen=self.reopen)
         wire.send(settings(self.values))
         self.wires.append(wire)
         self.accepted.put_nowait(wire)
