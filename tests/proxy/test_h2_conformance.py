@@ -23,7 +23,6 @@ from h2.errors import ErrorCodes
 from h2.events import DataReceived, Event, PingAckReceived, SettingsAcknowledged
 from h2.exceptions import StreamClosedError
 from h2.settings import SettingCodes, Settings
-from hpack.hpack import encode_integer
 
 from tokenrelay.proxy import ProxyServer
 from tokenrelay.tokens.sts import Issued
@@ -39,6 +38,7 @@ from ..support.h2wire import (
     GOAWAY,
     HEADERS,
     INITIAL_WINDOW_SIZE,
+    MAX_CONCURRENT_STREAMS,
     MAX_FRAME_SIZE,
     MAX_WINDOW,
     PADDED,
@@ -52,6 +52,7 @@ from ..support.h2wire import (
     data,
     frame,
     goaway,
+    literal,
     ping,
     request_fields,
     rst_stream,
@@ -195,10 +196,6 @@ def open_request(wire: Wire, sid: int = 1, path: bytes = b"/bad") -> bytes:
     return wire.headers(sid, request_fields(path, b"POST"), end=False)
 
 
-def bad(wire: Wire, fields: Headers, sid: int = 1) -> bytes:
-    return wire.headers(sid, fields)
-
-
 def reserved_bit(wire: Wire) -> bytes:
     """A request on stream 1 whose stream id has the reserved bit set (RFC 9113 §4.1)."""
     sent = wire.headers(1, request_fields(b"/x"))
@@ -217,11 +214,6 @@ PLAIN = b"\x82\x86\x04\x04/bad\x01\x05proxy"
 USER_AGENT = b"\x0f\x2b"  # a literal without indexing, its name the static table's user-agent (58)
 
 
-def literal(value: bytes) -> bytes:
-    """A string literal, not Huffman-coded (RFC 7541 §5.2)."""
-    return bytes(encode_integer(len(value), 7)) + value
-
-
 # -- 3.4 and 6.5: the preface and SETTINGS -------------------------------------------------------------
 
 
@@ -230,7 +222,9 @@ async def test_the_server_preface_is_a_settings_frame_and_client_settings_are_ac
 ) -> None:
     """RFC 9113 §3.4: the proxy's first frame is SETTINGS (no ACK, stream 0); §6.5.3: it acknowledges
     the client's SETTINGS, at the start and later on, each with an empty SETTINGS ACK."""
-    wire = await Wire.connect(h2proxied.proxy.port, {INITIAL_WINDOW_SIZE: 100000, 0x3: 50}, handshake=False)
+    wire = await Wire.connect(
+        h2proxied.proxy.port, {INITIAL_WINDOW_SIZE: 100000, MAX_CONCURRENT_STREAMS: 50}, handshake=False
+    )
     first = await wire.wait(lambda f: True, "a frame")
     assert (first.kind, first.flags, first.sid) == (SETTINGS, 0, 0)
     assert len(first.payload) % 6 == 0
@@ -525,9 +519,9 @@ async def test_stream_states(h2proxied: H2Proxied, send: Send, outcome: Outcome)
 # -- 4.3, 6.2, 6.10 and 8: header blocks ---------------------------------------------------------------
 
 
-def hpack(field_: bytes) -> Callable[[Wire], bytes]:
-    """A request whose header block holds ``field_`` (coded by hand) after its valid fields."""
-    return lambda w: w.headers(1, PLAIN + field_)
+def with_field(coded: bytes) -> Callable[[Wire], bytes]:
+    """A request whose header block holds a field ``coded`` by hand, after its valid fields."""
+    return lambda w: w.headers(1, PLAIN + coded)
 
 
 def trailers(fields: Headers, *, end: bool = True) -> Callable[[Wire], bytes]:
@@ -535,8 +529,9 @@ def trailers(fields: Headers, *, end: bool = True) -> Callable[[Wire], bytes]:
     return lambda w: open_request(w) + data(1, b"body") + w.headers(1, fields, end=end)
 
 
-def hpack_free(fields: Headers) -> Callable[[Wire], bytes]:
-    return lambda w: bad(w, fields)
+def request_of(fields: Headers) -> Callable[[Wire], bytes]:
+    """A request of ``fields`` on stream 1, coded by the connection's encoder."""
+    return lambda w: w.headers(1, fields)
 
 
 def no(name: bytes) -> Headers:
@@ -603,13 +598,13 @@ def with_body(length: bytes, body: bytes) -> Callable[[Wire], bytes]:
             "6.1 DATA padding as long as the payload: PROTOCOL_ERROR",
         ),
         case(
-            hpack(b"\x80"),
+            with_field(b"\x80"),
             goaway_with(E.COMPRESSION_ERROR),
             "RFC 7541 6.1 index 0: COMPRESSION_ERROR",
             COMPRESSION,
         ),
         case(
-            hpack(b"\xc6"),
+            with_field(b"\xc6"),
             goaway_with(E.COMPRESSION_ERROR),
             "RFC 7541 2.3.3 an index beyond the table: COMPRESSION_ERROR",
             COMPRESSION,
@@ -621,31 +616,31 @@ def with_body(length: bytes, body: bytes) -> Callable[[Wire], bytes]:
             COMPRESSION,
         ),
         case(
-            hpack(b"\x20"),
+            with_field(b"\x20"),
             goaway_with(E.COMPRESSION_ERROR),
             "RFC 7541 4.2 a table size update after a field: COMPRESSION_ERROR",
             COMPRESSION,
         ),
         case(
-            hpack(USER_AGENT + b"\x84\xff\xff\xff\xff"),
+            with_field(USER_AGENT + b"\x84\xff\xff\xff\xff"),
             goaway_with(E.COMPRESSION_ERROR),
             "RFC 7541 5.2 a Huffman string holding EOS: COMPRESSION_ERROR",
             COMPRESSION,
         ),
         case(
-            hpack(USER_AGENT + b"\x82\x1f\xff"),
+            with_field(USER_AGENT + b"\x82\x1f\xff"),
             goaway_with(E.COMPRESSION_ERROR),
             "RFC 7541 5.2 Huffman padding longer than 7 bits: COMPRESSION_ERROR",
             COMPRESSION,
         ),
         case(
-            hpack(USER_AGENT + b"\x81\x18"),
+            with_field(USER_AGENT + b"\x81\x18"),
             goaway_with(E.COMPRESSION_ERROR),
             "RFC 7541 5.2 Huffman padding not of ones: COMPRESSION_ERROR",
             COMPRESSION,
         ),
         case(
-            hpack(USER_AGENT + b"\x05ab"),
+            with_field(USER_AGENT + b"\x05ab"),
             goaway_with(E.COMPRESSION_ERROR),
             "RFC 7541 5.2 a string longer than the block: COMPRESSION_ERROR",
             COMPRESSION,
@@ -661,46 +656,46 @@ def with_body(length: bytes, body: bytes) -> Callable[[Wire], bytes]:
             "8.1 a pseudo-header in trailers: PROTOCOL_ERROR",
         ),
         case(
-            hpack_free([*no(b":path"), (b"x-a", b"1"), (b":path", b"/bad")]),
+            request_of([*no(b":path"), (b"x-a", b"1"), (b":path", b"/bad")]),
             reset(1, E.PROTOCOL_ERROR),
             "8.3 a pseudo-header after a regular field: PROTOCOL_ERROR",
         ),
-        case(hpack_free(no(b":path")), reset(1, E.PROTOCOL_ERROR), "8.3.1 no :path: PROTOCOL_ERROR"),
-        case(hpack_free(no(b":method")), reset(1, E.PROTOCOL_ERROR), "8.3.1 no :method: PROTOCOL_ERROR"),
-        case(hpack_free(no(b":scheme")), reset(1, E.PROTOCOL_ERROR), "8.3.1 no :scheme: PROTOCOL_ERROR"),
+        case(request_of(no(b":path")), reset(1, E.PROTOCOL_ERROR), "8.3.1 no :path: PROTOCOL_ERROR"),
+        case(request_of(no(b":method")), reset(1, E.PROTOCOL_ERROR), "8.3.1 no :method: PROTOCOL_ERROR"),
+        case(request_of(no(b":scheme")), reset(1, E.PROTOCOL_ERROR), "8.3.1 no :scheme: PROTOCOL_ERROR"),
         case(
-            hpack_free([*no(b":path"), (b":path", b"")]),
+            request_of([*no(b":path"), (b":path", b"")]),
             reset(1, E.PROTOCOL_ERROR),
             "8.3.1 an empty :path: PROTOCOL_ERROR",
         ),
         case(
-            hpack_free([*BAD_GET, (b":path", b"/bad")]),
+            request_of([*BAD_GET, (b":path", b"/bad")]),
             reset(1, E.PROTOCOL_ERROR),
             "8.3.1 :path twice: PROTOCOL_ERROR",
         ),
         case(
-            hpack_free([(b":unknown", b"x"), *BAD_GET]),
+            request_of([(b":unknown", b"x"), *BAD_GET]),
             reset(1, E.PROTOCOL_ERROR),
             "8.3 an unknown pseudo-header: PROTOCOL_ERROR",
         ),
         case(
-            hpack_free([*BAD_GET[:1], (b":status", b"200"), *BAD_GET[1:]]),
+            request_of([*BAD_GET[:1], (b":status", b"200"), *BAD_GET[1:]]),
             reset(1, E.PROTOCOL_ERROR),
             "8.3 a response pseudo-header in a request: PROTOCOL_ERROR",
         ),
         case(
-            hpack_free([*BAD_GET, (b"X-Upper", b"1")]),
+            request_of([*BAD_GET, (b"X-Upper", b"1")]),
             reset(1, E.PROTOCOL_ERROR),
             "8.2 an uppercase field name: PROTOCOL_ERROR",
         ),
         case(
-            hpack_free([*BAD_GET, (b"x-nul", b"a\x00b")]),
+            request_of([*BAD_GET, (b"x-nul", b"a\x00b")]),
             reset(1, E.PROTOCOL_ERROR),
             "8.2.1 a field value holding NUL: PROTOCOL_ERROR",
         ),
         *(
             case(
-                hpack_free([*BAD_GET, (name, value)]),
+                request_of([*BAD_GET, (name, value)]),
                 reset(1, E.PROTOCOL_ERROR),
                 f"8.2.2 the connection-specific field {name.decode()}: PROTOCOL_ERROR",
             )
@@ -713,7 +708,7 @@ def with_body(length: bytes, body: bytes) -> Callable[[Wire], bytes]:
             ]
         ),
         case(
-            hpack_free([*BAD_GET, (b"te", b"gzip")]),
+            request_of([*BAD_GET, (b"te", b"gzip")]),
             reset(1, E.PROTOCOL_ERROR),
             "8.2.2 TE other than trailers: PROTOCOL_ERROR",
         ),
@@ -902,9 +897,7 @@ def posts(*sizes: int) -> Callable[[Wire], bytes]:
             "6.9.1 DATA beyond the connection window: FLOW_CONTROL_ERROR",
         ),
         case(
-            lambda w: (
-                open_request(w) + data(1, b"d" * 8000, pad=255) * 2
-            ),  # 16000 octets of data, 16512 in all
+            lambda w: open_request(w) + data(1, b"d" * 8000, pad=255) * 2,  # 16,512 octets, 16,000 of data
             reset(1, E.FLOW_CONTROL_ERROR),
             "6.9.1 padding counts against the window: FLOW_CONTROL_ERROR",
         ),

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 
 import pytest
 from h2.errors import ErrorCodes
-from hpack.hpack import encode_integer
 
 from tokenrelay.proxy import ProxyServer
 
@@ -88,7 +87,7 @@ async def scripted(start_proxy: StartProxy) -> AsyncIterator[Scripted]:
     await upstream.stop()
 
 
-async def answer(up: Wire, sid: int, fields: Headers = OK, body: bytes = b"ok") -> None:
+def answer(up: Wire, sid: int, fields: Headers = OK, body: bytes = b"ok") -> None:
     """A plain answer: HEADERS, then the body in one DATA frame with END_STREAM."""
     up.send(up.headers(sid, fields, end=not body))
     if body:
@@ -110,15 +109,10 @@ async def still_serves(scripted: Scripted) -> None:
     await eventually(lambda: opened() is not None, "the request upstream")
     found = opened()
     assert found is not None
-    await answer(*found, body=b"after")
+    answer(*found, body=b"after")
     reply = await client.answer(1)
     await client.close()
     assert (reply.status, reply.body) == (b"200", b"after")
-
-
-def literal(value: bytes) -> bytes:
-    """An HPACK string literal, not Huffman-coded (RFC 7541 §5.2)."""
-    return bytes(encode_integer(len(value), 7)) + value
 
 
 # -- answers the RFC allows ------------------------------------------------------------------------------
@@ -485,8 +479,8 @@ async def test_streams_above_an_upstream_goaway_are_sent_again_on_a_new_connecti
     again, fields = await new.next_request()
     assert dict(fields)[b":path"] == b"/base/second"
     body = await new.request_body(again)
-    await answer(old, first, body=b"one")
-    await answer(new, again, body=hashlib.sha256(body).hexdigest().encode())
+    answer(old, first, body=b"one")
+    answer(new, again, body=hashlib.sha256(body).hexdigest().encode())
     replies = [await client.answer(1), await client.answer(3)]
     await old.closed()
     await client.close()
@@ -508,7 +502,7 @@ async def test_a_refused_stream_is_sent_again(scripted: Scripted) -> None:
     again, fields = await up.next_request()
     assert dict(fields)[b":path"] == b"/base/refused"
     body = await up.request_body(again)
-    await answer(up, again, body=body)
+    answer(up, again, body=body)
     reply = await client.answer(1)
     await client.close()
     assert (reply.status, reply.body) == (b"200", b"payload " * 50)
@@ -525,7 +519,7 @@ async def test_a_stream_at_or_below_the_goaways_last_id_finishes_and_new_ones_go
     old.send(goaway(sid, E.NO_ERROR))
     await old.round_trip()
     await still_serves(scripted)
-    await answer(old, sid, body=b"finished")
+    answer(old, sid, body=b"finished")
     reply = await client.answer(1)
     await old.closed()
     await client.close()
@@ -556,7 +550,7 @@ async def upload_through(scripted: Scripted, body: bytes) -> tuple[Wire, Wire, i
     client = await scripted.call(b"/first")
     up = await scripted.upstream.connection()
     sid, _ = await up.next_request()
-    await answer(up, sid)
+    answer(up, sid)
     await client.answer(1)
     await up.wait(lambda f: f.kind == SETTINGS and bool(f.flags & ACK), "the SETTINGS ACK")
     up.send(window_update(0, 2**24))
@@ -593,7 +587,7 @@ async def test_the_upstreams_windows_are_kept_and_a_lowered_one_honoured(unopene
     await settled(up, sid, 800)
     up.send(window_update(sid, len(body)))
     taken = await up.request_body(sid)
-    await answer(up, sid, body=b"taken")
+    answer(up, sid, body=b"taken")
     reply = await client.answer(3)
     await client.close()
     assert taken == body
@@ -651,7 +645,7 @@ async def test_upstream_settings_and_pings_mid_connection_are_answered(scripted:
     client = await scripted.call(b"/one")
     up = await scripted.upstream.connection()
     sid, _ = await up.next_request()
-    await answer(up, sid)
+    answer(up, sid)
     assert (await client.answer(1)).status == b"200"
     up.send(settings({HEADER_TABLE_SIZE: 0, MAX_FRAME_SIZE: 2**20}), ping(b"up-ping!"))
     await up.wait(lambda f: f.kind == PING and f.payload == b"up-ping!", "the PING ACK")
@@ -665,7 +659,7 @@ async def test_upstream_settings_and_pings_mid_connection_are_answered(scripted:
     (opened,) = up.of_kind(HEADERS, sid)
     assert opened.payload[:1] == b"\x20"  # a dynamic table size update to 0
     assert dict(fields)[b":path"] == b"/base/two"
-    await answer(up, sid, body=b"two")
+    answer(up, sid, body=b"two")
     reply = await client.answer(3)
     await client.close()
     assert (reply.status, reply.body) == (b"200", b"two")

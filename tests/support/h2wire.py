@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from hpack import Decoder, Encoder
 from hpack.exceptions import HPACKError
+from hpack.hpack import encode_integer
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
@@ -64,6 +65,11 @@ def data(sid: int, payload: bytes, *, end: bool = False, pad: int | None = None)
     if pad is not None:
         return frame(DATA, flags | PADDED, sid, bytes((pad,)) + payload + bytes(pad))
     return frame(DATA, flags, sid, payload)
+
+
+def literal(value: bytes) -> bytes:
+    """An HPACK string literal, not Huffman-coded (RFC 7541 §5.2), for blocks coded by hand."""
+    return bytes(encode_integer(len(value), 7)) + value
 
 
 def request_fields(
