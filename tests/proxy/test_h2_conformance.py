@@ -36,6 +36,7 @@ from ..support.h2wire import (
     ENABLE_PUSH,
     END_HEADERS,
     GOAWAY,
+    HEADER_TABLE_SIZE,
     HEADERS,
     INITIAL_WINDOW_SIZE,
     MAX_CONCURRENT_STREAMS,
@@ -44,6 +45,7 @@ from ..support.h2wire import (
     PADDED,
     PING,
     PRIORITY,
+    PUSH_PROMISE,
     RST_STREAM,
     SETTINGS,
     WINDOW_UPDATE,
@@ -384,6 +386,11 @@ async def test_settings(h2proxied: H2Proxied, send: Send, outcome: Outcome) -> N
             goaway_with(E.PROTOCOL_ERROR),
             "6.10 CONTINUATION on stream 0: PROTOCOL_ERROR",
         ),
+        case(
+            lambda w: waiting(w) + frame(PUSH_PROMISE, END_HEADERS, 1, (2).to_bytes(4, "big") + PLAIN),
+            goaway_with(E.PROTOCOL_ERROR),
+            "8.4 a PUSH_PROMISE from a client: PROTOCOL_ERROR",
+        ),
     ],
 )
 async def test_frames(h2proxied: H2Proxied, send: Send, outcome: Outcome) -> None:
@@ -418,6 +425,34 @@ async def test_a_client_goaway_lets_its_streams_in_flight_finish(h2proxied: H2Pr
     assert reply.status == b"200"
     assert json.loads(reply.body) == {"slow": "done"}
     assert reply.reset is None
+
+
+async def test_a_stream_beyond_the_concurrency_limit_is_refused(h2proxied: H2Proxied) -> None:
+    """RFC 9113 §5.1.2: a HEADERS opening a stream beyond the SETTINGS_MAX_CONCURRENT_STREAMS the proxy
+    announced (100) is a stream error PROTOCOL_ERROR or REFUSED_STREAM (or taken for a connection
+    error), and never reaches the upstream."""
+    wire = await Wire.connect(h2proxied.proxy.port)
+    wire.send(*(waiting(wire, sid) for sid in range(1, 200, 2)), wire.headers(201, BAD_GET))
+    sent = await wire.wait(lambda f: f.kind == GOAWAY or (f.kind == RST_STREAM and f.sid == 201), "an error")
+    await wire.close()
+    allowed = (E.PROTOCOL_ERROR, E.REFUSED_STREAM) if sent.kind == RST_STREAM else (E.PROTOCOL_ERROR,)
+    assert sent.code in allowed, wire.summary()
+    await still_serves(h2proxied.proxy.port)
+    assert all(seen["path"] != "/base/bad" for seen in h2proxied.echo.seen)
+
+
+async def test_a_client_table_size_of_zero_is_honoured(h2proxied: H2Proxied) -> None:
+    """RFC 7541 §4.2, §6.3: once the proxy has acknowledged a client's SETTINGS_HEADER_TABLE_SIZE of 0,
+    its first header block begins with a dynamic table size update to 0, and no block refers to the
+    dynamic table (a decoder whose table holds nothing decodes every answer)."""
+    wire = await Wire.connect(h2proxied.proxy.port, {HEADER_TABLE_SIZE: 0})
+    wire.decoder.max_allowed_table_size = 0
+    wire.decoder.header_table_size = 0
+    replies = [await wire.answer(wire.request(sid, b"/x")) for sid in (1, 3, 5)]
+    await wire.close()
+    assert wire.error is None
+    assert [reply.status for reply in replies] == [b"200"] * 3
+    assert wire.of_kind(HEADERS)[0].payload[:1] == b"\x20"
 
 
 # -- 5.1: stream states ---------------------------------------------------------------------------------
@@ -573,6 +608,20 @@ def with_body(length: bytes, body: bytes) -> Callable[[Wire], bytes]:
         ),
         case(
             lambda w: (
+                w.headers(1, BAD_GET, end_headers=False)
+                + frame(PRIORITY, 0, 1, priority(0))
+                + frame(CONTINUATION, END_HEADERS, 1, b"")
+            ),
+            goaway_with(E.PROTOCOL_ERROR),
+            "6.2 PRIORITY inside a header block: PROTOCOL_ERROR",
+        ),
+        case(
+            lambda w: open_request(w) + data(1, b"x") + frame(CONTINUATION, END_HEADERS, 1, b""),
+            goaway_with(E.PROTOCOL_ERROR),
+            "6.10 CONTINUATION after DATA: PROTOCOL_ERROR",
+        ),
+        case(
+            lambda w: (
                 w.headers(1, BAD_GET, end_headers=False) + ping() + frame(CONTINUATION, END_HEADERS, 1, b"")
             ),
             goaway_with(E.PROTOCOL_ERROR),
@@ -672,6 +721,16 @@ def with_body(length: bytes, body: bytes) -> Callable[[Wire], bytes]:
             request_of([*BAD_GET, (b":path", b"/bad")]),
             reset(1, E.PROTOCOL_ERROR),
             "8.3.1 :path twice: PROTOCOL_ERROR",
+        ),
+        case(
+            request_of([*BAD_GET[:1], *BAD_GET]),
+            reset(1, E.PROTOCOL_ERROR),
+            "8.3.1 :method twice: PROTOCOL_ERROR",
+        ),
+        case(
+            request_of([*BAD_GET[:2], *BAD_GET[1:]]),
+            reset(1, E.PROTOCOL_ERROR),
+            "8.3.1 :scheme twice: PROTOCOL_ERROR",
         ),
         case(
             request_of([(b":unknown", b"x"), *BAD_GET]),

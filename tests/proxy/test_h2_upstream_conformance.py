@@ -31,6 +31,7 @@ from ..support.h2wire import (
     HEADER_TABLE_SIZE,
     HEADERS,
     INITIAL_WINDOW_SIZE,
+    MAX_CONCURRENT_STREAMS,
     MAX_FRAME_SIZE,
     MAX_WINDOW,
     PING,
@@ -220,6 +221,7 @@ async def test_answers(
     up.send(script(up, sid))
     reply = await client.answer(1)
     await client.close()
+    assert client.error is None and up.error is None
     assert reply.blocks == blocks
     assert reply.body == body
     assert reply.ended and reply.reset is None
@@ -356,6 +358,33 @@ PLAIN_200 = b"\x88"  # :status 200, the static table's index 8
             lambda up, sid: data(0, b"x"),
             goaway_with(E.PROTOCOL_ERROR),
             "6.1 DATA on stream 0: PROTOCOL_ERROR",
+        ),
+        row(
+            lambda up, sid: frame(RST_STREAM, 0, 0, bytes(4)),
+            goaway_with(E.PROTOCOL_ERROR),
+            "6.4 RST_STREAM on stream 0: PROTOCOL_ERROR",
+        ),
+        row(
+            lambda up, sid: frame(PING, 0, sid, b"12345678"),
+            goaway_with(E.PROTOCOL_ERROR),
+            "6.7 PING on a stream: PROTOCOL_ERROR",
+        ),
+        row(
+            lambda up, sid: frame(GOAWAY, 0, sid, goaway(0, 0)[9:]),
+            goaway_with(E.PROTOCOL_ERROR),
+            "6.8 GOAWAY on a stream: PROTOCOL_ERROR",
+        ),
+        row(
+            lambda up, sid: window_update(sid, 0),
+            reset_with(E.PROTOCOL_ERROR),
+            "6.9 WINDOW_UPDATE of 0 on a stream: PROTOCOL_ERROR",
+        ),
+        row(
+            lambda up, sid: (
+                up.headers(sid, OK, end=False) + data(sid, b"x") + up.headers(sid, TRAILERS, end=False)
+            ),
+            reset_with(E.PROTOCOL_ERROR),
+            "8.1 trailers without END_STREAM: PROTOCOL_ERROR",
         ),
         row(
             lambda up, sid: up.headers(sid, OK, end=False) + data(sid, b"x" * 16385, end=True),
@@ -525,6 +554,34 @@ async def test_a_stream_at_or_below_the_goaways_last_id_finishes_and_new_ones_go
     await client.close()
     assert (reply.status, reply.body) == (b"200", b"finished")
     assert len(old.of_kind(HEADERS)) == 1
+
+
+async def test_the_upstreams_concurrency_limit_is_kept(start_proxy: StartProxy) -> None:
+    """RFC 9113 §5.1.2: once it has the upstream's SETTINGS_MAX_CONCURRENT_STREAMS of 1, the proxy
+    opens no second stream on that connection while one is open: the next goes on a new connection."""
+    upstream = ScriptedUpstream({MAX_CONCURRENT_STREAMS: 1})
+    scripted = await scripted_proxy(start_proxy, upstream)
+    try:
+        client = await scripted.call(b"/first")
+        first = await upstream.connection()
+        sid, _ = await first.next_request()
+        answer(first, sid)
+        await client.answer(1)
+        await first.wait(lambda f: f.kind == SETTINGS and bool(f.flags & ACK), "the SETTINGS ACK")
+        client.request(3, b"/two")
+        client.request(5, b"/three")
+        second = await upstream.connection()
+        one, _ = await first.next_request()
+        other, _ = await second.next_request()
+        await first.round_trip()
+        assert len(first.of_kind(HEADERS)) == 2  # the first request's, then one more
+        answer(first, one, body=b"a")
+        answer(second, other, body=b"b")
+        replies = [await client.answer(3), await client.answer(5)]
+        await client.close()
+        assert sorted(reply.body for reply in replies) == [b"a", b"b"]
+    finally:
+        await upstream.stop()
 
 
 # -- flow control, both ways -----------------------------------------------------------------------------

@@ -135,15 +135,21 @@ class Wire:
     """
 
     def __init__(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, reopen: bool = True
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        *,
+        reopen: bool = True,
+        max_frame_size: int = 16384,
     ) -> None:
         self.reader = reader
         self.writer = writer
         self.reopen = reopen
+        self.max_frame_size = max_frame_size  # this side's SETTINGS_MAX_FRAME_SIZE: the peer keeps to it
         self.encoder = Encoder()
         self.decoder = Decoder()
         self.frames: list[Frame] = []
-        self.error: Exception | None = None  # what the peer sent that this side could not decode
+        self.error: Exception | None = None  # what the peer sent that broke a rule, or did not decode
         self.eof = asyncio.Event()
         self._changed = asyncio.Event()
         self._block: tuple[Frame, bytearray] | None = None  # a header block waiting for END_HEADERS
@@ -157,7 +163,7 @@ class Wire:
         """A client of ``port``: the preface and a SETTINGS of ``values``; with ``handshake``, returns
         once both sides' SETTINGS are acknowledged (no frame of the test can cross them)."""
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        wire = cls(reader, writer, reopen=reopen)
+        wire = cls(reader, writer, reopen=reopen, max_frame_size=(values or {}).get(MAX_FRAME_SIZE, 16384))
         wire.send(PREFACE, settings(values))
         if handshake:
             await wire.wait(lambda f: f.kind == SETTINGS and not f.flags & ACK, "the server's SETTINGS")
@@ -301,6 +307,9 @@ class Wire:
             while True:
                 head = await self.reader.readexactly(9)
                 length = int.from_bytes(head[:3], "big")
+                if length > self.max_frame_size:
+                    self.error = ValueError(f"a frame of {length} octets, beyond SETTINGS_MAX_FRAME_SIZE")
+                    return
                 received = Frame(
                     head[3],
                     head[4],
@@ -385,7 +394,8 @@ class ScriptedUpstream:
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         preface = await reader.readexactly(len(PREFACE))
         assert preface == PREFACE, preface
-        wire = Wire(reader, writer, reopen=self.reopen)
+        limit = (self.values or {}).get(MAX_FRAME_SIZE, 16384)
+        wire = Wire(reader, writer, reopen=self.reopen, max_frame_size=limit)
         wire.send(settings(self.values))
         self.wires.append(wire)
         self.accepted.put_nowait(wire)
