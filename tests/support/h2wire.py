@@ -92,18 +92,6 @@ class Frame:
         at = 4 if self.kind == GOAWAY else 0
         return int.from_bytes(self.payload[at : at + 4], "big")
 
-    @property
-    def last_sid(self) -> int:
-        """GOAWAY's last stream id."""
-        return int.from_bytes(self.payload[:4], "big") & MAX_WINDOW
-
-    def settings(self) -> dict[int, int]:
-        pairs = range(0, len(self.payload) - 5, 6)
-        return {
-            int.from_bytes(self.payload[i : i + 2], "big"): int.from_bytes(self.payload[i + 2 : i + 6], "big")
-            for i in pairs
-        }
-
 
 @dataclass
 class Reply:
@@ -121,10 +109,6 @@ class Reply:
     @property
     def status(self) -> bytes:
         return self.headers.get(b":status", b"")
-
-    @property
-    def trailers(self) -> Headers | None:
-        return self.blocks[1] if len(self.blocks) > 1 else None
 
 
 class Wire:
