@@ -376,7 +376,10 @@ class ScriptedUpstream:
             self._server.close()
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        preface = await reader.readexactly(len(PREFACE))
+        try:
+            preface = await reader.readexactly(len(PREFACE))
+        except asyncio.IncompleteReadError:
+            return  # the proxy gave up on the connection before its preface
         assert preface == PREFACE, preface
         limit = (self.values or {}).get(MAX_FRAME_SIZE, 16384)
         wire = Wire(reader, writer, reopen=self.reopen, max_frame_size=limit)
