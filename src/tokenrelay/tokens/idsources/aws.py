@@ -123,7 +123,7 @@ class AwsSource(Source):
                 Audience=[self.audience], SigningAlgorithm=SIGNING_ALGORITHM
             )
         except NoCredentialsError:
-            raise IdTokenError(f"{self.description}: no AWS credentials found ({CHAIN})") from None
+            raise IdTokenError(f"{self.description}: no AWS credentials found") from None
         except ClientError as exc:
             error = exc.response.get("Error", {})
             words = platform_words(f"{error.get('Code', '')}: {error.get('Message', '')}".encode())

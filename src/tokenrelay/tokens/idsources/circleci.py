@@ -76,7 +76,7 @@ class CircleCiVariableSource(VariableSource):
         return CircleCiSource.build(inputs)
 
     def unset(self) -> str:
-        return f"neither {' nor '.join(VARIABLES)} is set; {self.fix()}"
+        return f"neither {' nor '.join(VARIABLES)} is set"
 
     def fix(self) -> str:
         return (

@@ -22,15 +22,13 @@ def which(command: str, environ: Mapping[str, str]) -> str | None:
     return shutil.which(command, path=environ.get("PATH"))
 
 
-async def output(
-    argv: Sequence[str], *, environ: Mapping[str, str], timeout: float, what: str, hint: str = ""
-) -> str:
+async def output(argv: Sequence[str], *, environ: Mapping[str, str], timeout: float, what: str) -> str:
     """The command's standard output as text; IdTokenError naming ``what`` when it fails."""
     import asyncio  # (and shutil): `config` reads the table of sources, and must stay cheap
 
     path = which(argv[0], environ)
     if path is None:
-        raise IdTokenError(f"{argv[0]} is not on PATH ({what}){hint}")
+        raise IdTokenError(f"{argv[0]} is not on PATH ({what})")
     try:
         process = await asyncio.create_subprocess_exec(
             path,
@@ -47,11 +45,11 @@ async def output(
     except TimeoutError:
         process.kill()
         await process.wait()
-        raise IdTokenError(f"{what} did not finish within {timeout:g}s and was stopped{hint}") from None
+        raise IdTokenError(f"{what} did not finish within {timeout:g}s and was stopped") from None
     if process.returncode != 0:
         words = platform_words(err) or platform_words(out)
         said = f": {words}" if words else ""
-        raise IdTokenError(f"{what} failed with exit status {process.returncode}{said}{hint}")
+        raise IdTokenError(f"{what} failed with exit status {process.returncode}{said}")
     if len(out) > 2 * MAX_ID_TOKEN_BYTES:
         raise IdTokenError(f"{what} printed over {2 * MAX_ID_TOKEN_BYTES // 1024} KiB: not an OIDC token")
     try:

@@ -47,7 +47,7 @@ class VariableSource(Source):
 
     def unset(self) -> str:
         """What ``read`` says when the variable is not set."""
-        return f"{self.description} is not set; {self.fix()}"
+        return f"{self.description} is not set"
 
     def warn_if_short(self, token: IdToken) -> None:
         seen = fingerprint(token.value)
