@@ -41,7 +41,10 @@ async def output(argv: Sequence[str], *, environ: Mapping[str, str], timeout: fl
     except OSError as exc:
         raise IdTokenError(f"cannot run {path} ({what}): {exc.strerror or exc}") from None
     try:
-        out, err = await asyncio.wait_for(process.communicate(), timeout)
+        # asyncio.timeout, not wait_for: on Python 3.11 wait_for drops a cancel (SIGTERM, the sidecar
+        # stopping) that lands as the command ends, and hands on its output instead
+        async with asyncio.timeout(timeout):
+            out, err = await process.communicate()
     except TimeoutError:
         process.kill()
         await process.wait()

@@ -1,0 +1,71 @@
+"""A source's bounded waits: past the timeout, one line; cancelled (SIGTERM, the sidecar stopping) as
+the call it waits on completes, the read ends cancelled. They are ``asyncio.timeout``, which honours
+such a cancel, where Python 3.11's ``wait_for`` returned the call's result and dropped it."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tokenrelay.emulator import Emulator
+from tokenrelay.errors import IdTokenError
+from tokenrelay.testing import make_jwt
+from tokenrelay.tokens.idsources import SOURCES, SourceInputs, commands
+
+from ..support.cancelling import cancel_as_it_wakes
+from .test_cloud_sources import aws_env
+
+
+def started(reading: asyncio.Task[Any]) -> bool:
+    """Whether the read has started its command: ``commands.output`` holds the process."""
+    coro: Any = reading.get_coro()
+    while coro is not None and getattr(coro, "cr_code", None) is not commands.output.__code__:
+        coro = getattr(coro, "cr_await", None)
+    return coro is not None and "process" in coro.cr_frame.f_locals
+
+
+async def test_a_command_read_cancelled_as_the_command_ends_is_cancelled(tmp_path: Path) -> None:
+    """buildkite-agent (a real subprocess) prints its token and exits just as the read is cancelled:
+    the read ends cancelled, not with the token."""
+    agent = tmp_path / "buildkite-agent"
+    agent.write_text('#!/bin/sh\nprintf "%s\\n" "$JOB_TOKEN"\n')
+    agent.chmod(0o755)
+    env = {"PATH": f"{tmp_path}:/usr/bin:/bin", "JOB_TOKEN": make_jwt({"exp": time.time() + 600})}
+    source = SOURCES["buildkite"].build(SourceInputs(environ=env, audience="https://auth.example"))
+    reading = asyncio.ensure_future(source.read())
+    cancel_as_it_wakes(reading, armed=lambda: started(reading))
+    with pytest.raises(asyncio.CancelledError):
+        await reading
+    assert reading.cancelled()
+
+
+async def test_a_command_past_the_timeout_is_stopped_and_one_line(tmp_path: Path) -> None:
+    """A platform command that never ends is killed at the exchange timeout, and said so in one line."""
+    agent = tmp_path / "buildkite-agent"
+    agent.write_text(f'#!/bin/sh\necho $$ > "{tmp_path}/pid"\nexec sleep 600\n')
+    agent.chmod(0o755)
+    env = {"PATH": f"{tmp_path}:/usr/bin:/bin"}
+    source = SOURCES["buildkite"].build(SourceInputs(environ=env, audience="https://a.example", timeout=0.2))
+    with pytest.raises(IdTokenError) as stuck:
+        await source.read()
+    assert stuck.value.message == (
+        "`buildkite-agent oidc request-token` did not finish within 0.2s and was stopped"
+    )
+    with pytest.raises(ProcessLookupError):  # killed and reaped
+        os.kill(int((tmp_path / "pid").read_text()), 0)
+
+
+async def test_an_aws_read_cancelled_as_sts_answers_is_cancelled(emulator: Emulator) -> None:
+    """STS's answer (botocore's call, in a thread) arrives just as the read is cancelled: the read ends
+    cancelled, not with the token."""
+    source = SOURCES["aws"].build(SourceInputs(environ=aws_env(emulator), audience="https://auth.example"))
+    reading = asyncio.ensure_future(source.read())
+    cancel_as_it_wakes(reading)
+    with pytest.raises(asyncio.CancelledError):
+        await reading
+    assert reading.cancelled() and emulator.platforms.calls["aws"] == 1
