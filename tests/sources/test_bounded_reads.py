@@ -5,7 +5,9 @@ such a cancel, where Python 3.11's ``wait_for`` returned the call's result and d
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -18,6 +20,7 @@ from tokenrelay.testing import make_jwt
 from tokenrelay.tokens.idsources import SOURCES, SourceInputs, commands
 
 from ..support.cancelling import cancel_as_it_wakes
+from ..support.waiting import eventually
 from .test_cloud_sources import aws_env
 
 
@@ -27,6 +30,14 @@ def started(reading: asyncio.Task[Any]) -> bool:
     while coro is not None and getattr(coro, "cr_code", None) is not commands.output.__code__:
         coro = getattr(coro, "cr_await", None)
     return coro is not None and "process" in coro.cr_frame.f_locals
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 async def test_a_command_read_cancelled_as_the_command_ends_is_cancelled(tmp_path: Path) -> None:
@@ -58,6 +69,28 @@ async def test_a_command_past_the_timeout_is_stopped_and_one_line(tmp_path: Path
     )
     with pytest.raises(ProcessLookupError):  # killed and reaped
         os.kill(int((tmp_path / "pid").read_text()), 0)
+
+
+async def test_a_cancelled_command_read_stops_the_command(tmp_path: Path) -> None:
+    """A read cancelled while its platform command runs (SIGTERM, the sidecar stopping) stops that
+    command too: nothing of tokenrelay's is left running."""
+    agent = tmp_path / "buildkite-agent"
+    agent.write_text(f'#!/bin/sh\necho $$ > "{tmp_path}/pid"\nexec sleep 600\n')
+    agent.chmod(0o755)
+    env = {"PATH": f"{tmp_path}:/usr/bin:/bin"}
+    source = SOURCES["buildkite"].build(SourceInputs(environ=env, audience="https://a.example"))
+    reading = asyncio.ensure_future(source.read())
+    pid_file = tmp_path / "pid"
+    await eventually(lambda: started(reading) and pid_file.exists() and pid_file.read_text().endswith("\n"))
+    pid = int(pid_file.read_text())
+    reading.cancel()
+    try:
+        with pytest.raises(asyncio.CancelledError):
+            await reading
+        await eventually(lambda: not alive(pid), "the command to be killed and reaped")
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
 async def test_an_aws_read_cancelled_as_sts_answers_is_cancelled(emulator: Emulator) -> None:

@@ -9,10 +9,14 @@ shaped like a token.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from ...errors import IdTokenError
 from ...lite.oidccheck import MAX_ID_TOKEN_BYTES
 from .httpfetch import platform_words
+
+if TYPE_CHECKING:
+    import asyncio
 
 
 def which(command: str, environ: Mapping[str, str]) -> str | None:
@@ -46,9 +50,14 @@ async def output(argv: Sequence[str], *, environ: Mapping[str, str], timeout: fl
         async with asyncio.timeout(timeout):
             out, err = await process.communicate()
     except TimeoutError:
-        process.kill()
+        _kill(process)
         await process.wait()
         raise IdTokenError(f"{what} did not finish within {timeout:g}s and was stopped") from None
+    except asyncio.CancelledError:
+        # tokenrelay stopping: the command must not outlive its read. Not waited for: on 3.11 wait()
+        # also waits for its pipes, which a child of the command may hold open; the loop reaps it.
+        _kill(process)
+        raise
     if process.returncode != 0:
         words = platform_words(err) or platform_words(out)
         said = f": {words}" if words else ""
@@ -59,3 +68,10 @@ async def output(argv: Sequence[str], *, environ: Mapping[str, str], timeout: fl
         return out.decode("ascii")
     except UnicodeDecodeError:
         raise IdTokenError(f"{what} printed something that is not ASCII text: not an OIDC token") from None
+
+
+def _kill(process: asyncio.subprocess.Process) -> None:
+    import contextlib
+
+    with contextlib.suppress(ProcessLookupError):  # it ended on its own meanwhile
+        process.kill()
