@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tokenrelay.errors import IdTokenError
+from tokenrelay.errors import IdTokenError, IdTokenExpired
 from tokenrelay.lite.oidccheck import checked, read_id_token_file
 from tokenrelay.testing import make_jwt
 
@@ -31,10 +31,10 @@ def test_checked_refuses_an_empty_token_saying_where() -> None:
 
 
 def test_checked_refuses_an_expired_jwt_without_quoting_it() -> None:
-    """A JWT whose ``exp`` has passed is refused with its expiry time, never the token."""
+    """A JWT whose ``exp`` has passed is refused as expired, with its expiry time, never the token."""
     jwt = make_jwt({"exp": 1_000_000_000})
     with pytest.raises(
-        IdTokenError, match="expired at 2001-09-09T01:46:40.000Z; whatever writes it"
+        IdTokenExpired, match="^the OIDC token in here expired at 2001-09-09T01:46:40.000Z$"
     ) as caught:
         checked(jwt, "here", _now)
     assert jwt.split(".")[1] not in str(caught.value)

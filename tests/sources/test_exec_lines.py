@@ -101,7 +101,7 @@ CASES = {
         env={"OIDC_TOKEN": EXPIRED},
         flags=("--id-token-env=OIDC_TOKEN",),
         says="the OIDC token in environment variable OIDC_TOKEN expired at 2001-09-09T02:46:40.000Z",
-        fix="export the OIDC token in OIDC_TOKEN where tokenrelay runs",
+        fix="export a fresh OIDC token in OIDC_TOKEN: whatever sets it has stopped renewing it",
     ),
     "github-actions": Case(
         env={
@@ -131,8 +131,8 @@ CASES = {
         "CIRCLE_OIDC_TOKEN_V2 or CIRCLE_OIDC_TOKEN)",
     ),
     "bitbucket": Case(
-        env={"BITBUCKET_STEP_OIDC_TOKEN": EXPIRED},
-        says="the OIDC token in Bitbucket Pipelines variable BITBUCKET_STEP_OIDC_TOKEN expired at",
+        env={"BITBUCKET_BUILD_NUMBER": "7"},  # a step without `oidc: true`
+        says="Bitbucket Pipelines variable BITBUCKET_STEP_OIDC_TOKEN is not set",
         fix="add `oidc: true` to the step, which sets BITBUCKET_STEP_OIDC_TOKEN",
     ),
     "azure-pipelines": Case(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 
-from ..errors import IdTokenError
+from ..errors import IdTokenError, IdTokenExpired
 from .jwtclaims import numeric_claim, unverified_claims
 from .regularfile import NotRegularFile, read_regular
 
@@ -38,10 +38,7 @@ def checked(raw: str, where: str, wall: Callable[[], float] = time.time) -> tupl
     if expiry is not None and expiry <= wall():
         from .timestamps import format_timestamp  # datetime, only for the message
 
-        raise IdTokenError(
-            f"the OIDC token in {where} expired at {format_timestamp(expiry)}; "
-            "whatever writes it (kubelet, the CI runner) has stopped renewing it"
-        )
+        raise IdTokenExpired(f"the OIDC token in {where} expired at {format_timestamp(expiry)}")
     return value, expiry
 
 

@@ -6,9 +6,10 @@ owns how it is built from the settings (``build``), whether the environment look
 (``description``) and what to do when it fails (``fix``). ``registry.SOURCES`` is the one table that
 names them; nothing else switches on a source's name.
 
-A failure's message says what went wrong; the source states its fix once, in ``fix``, and
-``explained`` is the one place that joins the two into the line a user reads (the sidecar's log and
-/v1/status, ``tokenrelay exec``, the credential helpers' direct exchange). The doctor shows them apart.
+A failure's message says what went wrong; the source states its fix once, in ``fix`` (``renewal``
+for a token that expired), and ``explained`` is the one place that joins the two into the line a
+user reads (the sidecar's log and /v1/status, ``tokenrelay exec``, the credential helpers' direct
+exchange). The doctor shows them apart.
 
 Standard library only at import (aiohttp is named for the type checker): ``config`` reads the table.
 """
@@ -21,7 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
-from ...errors import ConfigError, IdTokenError
+from ...errors import ConfigError, IdTokenError, IdTokenExpired
 from ...lite import extras
 from ...lite.names import DEFAULT_EXCHANGE_TIMEOUT, where
 
@@ -60,10 +61,15 @@ class IdTokenSource(Protocol):
 
     def fix(self) -> str: ...
 
+    def renewal(self) -> str: ...
+
 
 def explained(source: IdTokenSource, error: IdTokenError) -> IdTokenError:
-    """``error`` as the user reads it: what went wrong, then what to do about it (``source.fix()``)."""
-    told = IdTokenError(f"{error.message}; {source.fix()}")
+    """``error`` as the user reads it: what went wrong, then what to do about it (the source's
+    ``renewal`` for a token that expired, else its ``fix``)."""
+    expired = isinstance(error, IdTokenExpired)
+    todo = source.renewal() if expired else source.fix()
+    told = (IdTokenExpired if expired else IdTokenError)(f"{error.message}; {todo}")
     told.retryable, told.retry_after = error.retryable, error.retry_after
     return told
 
@@ -165,7 +171,8 @@ class Source(abc.ABC):
         return self, None
 
     def renewal(self) -> str:
-        """What to do when the token read is expired or past its renewal, for the doctor."""
+        """What to do when the token read is expired or past its renewal: appended to an expired
+        token's error by ``explained``; the doctor's fix for ``oidc.expiry``."""
         return "fetch a fresh token: whatever sets it has stopped renewing it"
 
     def horizon(self, now: float) -> float:
