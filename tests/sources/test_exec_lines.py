@@ -166,7 +166,8 @@ CASES = {
         },
         says="AWS STS GetWebIdentityToken in eu-west-1 at {URL}/sts answered HTTP 403: AccessDenied: User: "
         "arn:aws:iam::123456789012:user/ci is not authorized to perform: sts:GetWebIdentityToken",
-        fix="and set AWS_REGION. The role's policy must allow sts:GetWebIdentityToken",
+        fix="and set AWS_REGION; credentials come from access keys (AWS_ACCESS_KEY_ID), "
+        "AWS_WEB_IDENTITY_TOKEN_FILE, AWS_CONTAINER_CREDENTIALS_FULL_URI, IMDSv2",
     ),
     "spiffe": Case(
         env={"SPIFFE_ENDPOINT_SOCKET": "unix://{TMP}/agent.sock"},  # no agent runs

@@ -202,7 +202,4 @@ class AwsSource(Source):
         return sts("sts")
 
     def fix(self) -> str:
-        return (
-            f"{self.setup}. The role's policy must allow sts:GetWebIdentityToken; credentials come from "
-            f"{CHAIN}"
-        )
+        return f"{self.setup}; credentials come from {CHAIN}"
