@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,8 @@ from tokenrelay.testing import make_jwt
 from tokenrelay.tokens.idsources import SOURCES, SourceInputs, commands
 
 from ..support.cancelling import cancel_as_it_wakes
-from ..support.waiting import eventually
+from ..support.helpers import script
+from ..support.waiting import eventually, eventually_blocking
 from .test_cloud_sources import aws_env
 
 
@@ -33,11 +35,12 @@ def started(reading: asyncio.Task[Any]) -> bool:
 
 
 def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, killed and waiting for its reaper, does not)."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
         return False
-    return True
 
 
 async def test_a_command_read_cancelled_as_the_command_ends_is_cancelled(tmp_path: Path) -> None:
@@ -91,6 +94,46 @@ async def test_a_cancelled_command_read_stops_the_command(tmp_path: Path) -> Non
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_sigterm_to_exec_while_the_platform_command_runs_stops_both(tmp_path: Path) -> None:
+    """SIGTERM to `tokenrelay exec` while buildkite-agent mints: exec exits 143 without running the
+    command, and buildkite-agent does not run on after it."""
+    agent = tmp_path / "bin" / "buildkite-agent"
+    agent.parent.mkdir()
+    # the pid file appears whole (written, then renamed), then the agent hangs as on a slow network
+    agent.write_text(
+        f'#!/bin/sh\necho $$ > "{tmp_path}/p"\nmv "{tmp_path}/p" "{tmp_path}/pid"\nexec sleep 600\n'
+    )
+    agent.chmod(0o755)
+    pid_file, marker = tmp_path / "pid", tmp_path / "ran"
+    env = {"PATH": f"{agent.parent}:/usr/bin:/bin", "HOME": str(tmp_path), "TMPDIR": str(tmp_path)}
+    argv = [
+        script("tokenrelay"),
+        "exec",
+        "--auth-url=http://127.0.0.1:9",
+        "--api-url=https://api.example.test",
+        "--identity=acme/ci",
+        "--id-token-source=buildkite",
+        "--log-level=error",
+        "--",
+        "touch",
+        str(marker),
+    ]
+    process = subprocess.Popen(argv, env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        eventually_blocking(pid_file.exists, "buildkite-agent to start")
+        pid = int(pid_file.read_text())
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(30) == 128 + signal.SIGTERM
+        eventually_blocking(lambda: not alive(pid), "buildkite-agent to be stopped")
+        assert not marker.exists()
+    finally:
+        process.kill()
+        process.wait()
+        if pid_file.exists():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid_file.read_text()), signal.SIGKILL)
 
 
 async def test_an_aws_read_cancelled_as_sts_answers_is_cancelled(emulator: Emulator) -> None:
