@@ -159,7 +159,7 @@ class Source(abc.ABC):
     @abc.abstractmethod
     async def read(self) -> IdToken:
         """The current OIDC token, read or minted afresh; IdTokenError saying what went wrong (and
-        not what to do: ``explained`` appends ``fix``)."""
+        not what to do: ``explained`` appends ``fix``, or ``renewal`` to IdTokenExpired)."""
 
     @abc.abstractmethod
     def fix(self) -> str:
