@@ -5,6 +5,7 @@ The tree::
     TokenRelayError                 base; ``retryable``: may trying again later help; ``retry_after``
     ├── ConfigError                 bad settings: names the flag and the environment variable (exit 2)
     ├── IdTokenError                the platform's OIDC token cannot be read or is unusable
+    │   └── IdTokenExpired          it is there, but expired: whatever writes it stopped renewing it
     ├── ExchangeError               the token service refused or failed an exchange
     │   └── ExchangeTimeout         it did not answer in time
     ├── TokenUnavailable            no valid API token for an audience right now (the local API: 503)
@@ -51,6 +52,10 @@ class IdTokenError(TokenRelayError):
     """
 
     retryable = True
+
+
+class IdTokenExpired(IdTokenError):
+    """The platform's OIDC token was read, and has expired: the fix is its renewal, not its place."""
 
 
 class ExchangeError(TokenRelayError):

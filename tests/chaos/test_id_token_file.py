@@ -33,7 +33,7 @@ def directory(relay: Relay) -> None:
 CASES: dict[str, tuple[Callable[[Relay], None], str]] = {
     "missing": (remove, "no OIDC token file at"),
     "empty": (empty, "is empty"),
-    "expired": (expired, "has stopped renewing it"),
+    "expired": (expired, "kubelet renews a projected token at 80% of its life"),
     "directory": (directory, "is a directory, not a file"),
 }
 

@@ -12,7 +12,7 @@ from aiohttp.test_utils import TestServer
 
 from tokenrelay.errors import IdTokenError
 from tokenrelay.testing import make_jwt
-from tokenrelay.tokens.idsources import EnvSource, FileSource, GitHubActionsSource
+from tokenrelay.tokens.idsources import EnvSource, FileSource, GitHubActionsSource, explained
 
 
 def _jwt(exp_in: float, sub: str = "system:serviceaccount:ns:app") -> str:
@@ -43,9 +43,15 @@ async def test_rotated_file_is_reread_at_every_exchange(tmp_path: Path) -> None:
 
 
 async def test_missing_file_names_the_flag(tmp_path: Path) -> None:
-    """A missing token file says where it looked and which flag to change."""
-    with pytest.raises(IdTokenError, match=r"no OIDC token file at .*--id-token-file"):
-        await FileSource(str(tmp_path / "absent")).read()
+    """A missing token file says where it looked and, as the user reads it, which flag to change."""
+    source = FileSource(str(tmp_path / "absent"))
+    with pytest.raises(IdTokenError) as caught:
+        await source.read()
+    assert caught.value.message == f"no OIDC token file at {tmp_path / 'absent'}"
+    assert explained(source, caught.value).message == (
+        f"no OIDC token file at {tmp_path / 'absent'}; {source.fix()}"
+    )
+    assert "point --id-token-file (env TOKENRELAY_ID_TOKEN_FILE) at the token file" in source.fix()
 
 
 async def test_empty_file_is_refused(tmp_path: Path) -> None:
@@ -63,9 +69,13 @@ async def test_expired_jwt_is_refused_before_any_request(tmp_path: Path) -> None
 
 
 async def test_directory_instead_of_file_is_explained(tmp_path: Path) -> None:
-    """Pointing at the volume directory instead of the file gets a hint."""
-    with pytest.raises(IdTokenError, match="is a directory"):
-        await FileSource(str(tmp_path)).read()
+    """Pointing at the volume directory instead of the file says so; the fix names the file itself."""
+    source = FileSource(str(tmp_path))
+    with pytest.raises(IdTokenError, match="is a directory") as caught:
+        await source.read()
+    assert explained(source, caught.value).message.endswith(
+        "or point --id-token-file (env TOKENRELAY_ID_TOKEN_FILE) at the token file itself"
+    )
 
 
 async def test_error_messages_never_contain_the_token(tmp_path: Path) -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tokenrelay.errors import IdTokenError
+from tokenrelay.errors import IdTokenError, IdTokenExpired
 from tokenrelay.lite.oidccheck import checked, read_id_token_file
 from tokenrelay.testing import make_jwt
 
@@ -31,10 +31,10 @@ def test_checked_refuses_an_empty_token_saying_where() -> None:
 
 
 def test_checked_refuses_an_expired_jwt_without_quoting_it() -> None:
-    """A JWT whose ``exp`` has passed is refused with its expiry time, never the token."""
+    """A JWT whose ``exp`` has passed is refused as expired, with its expiry time, never the token."""
     jwt = make_jwt({"exp": 1_000_000_000})
     with pytest.raises(
-        IdTokenError, match="expired at 2001-09-09T01:46:40.000Z; whatever writes it"
+        IdTokenExpired, match="^the OIDC token in here expired at 2001-09-09T01:46:40.000Z$"
     ) as caught:
         checked(jwt, "here", _now)
     assert jwt.split(".")[1] not in str(caught.value)
@@ -45,26 +45,23 @@ def test_file_is_read_and_checked(tmp_path: Path) -> None:
     path = tmp_path / "token"
     path.write_text(make_jwt({"exp": NOW - 1}))
     with pytest.raises(IdTokenError, match=f"the OIDC token in file {path} expired"):
-        read_id_token_file(str(path), "SETTING", _now)
+        read_id_token_file(str(path), _now)
     path.write_text("opaque\n")
-    assert read_id_token_file(str(path), "SETTING", _now) == ("opaque", None)
+    assert read_id_token_file(str(path), _now) == ("opaque", None)
 
 
-def test_missing_file_names_the_callers_setting(tmp_path: Path) -> None:
-    """A missing file says to mount the token or point the caller's setting at it."""
+def test_missing_file_says_where_it_looked(tmp_path: Path) -> None:
+    """A missing file is one line naming the path (the file source's fix follows it, see test_idtoken)."""
     path = tmp_path / "absent"
     with pytest.raises(IdTokenError) as caught:
-        read_id_token_file(str(path), "--the-flag (env THE_VAR)", _now)
-    assert str(caught.value) == (
-        f"no OIDC token file at {path}: mount the platform's token there or point "
-        "--the-flag (env THE_VAR) at it"
-    )
+        read_id_token_file(str(path), _now)
+    assert str(caught.value) == f"no OIDC token file at {path}"
 
 
-def test_directory_names_the_callers_setting(tmp_path: Path) -> None:
-    """A directory (the volume, not the file in it) says to point the setting at the file inside."""
-    with pytest.raises(IdTokenError, match=r"is a directory, not a file; point THE_VAR at the token file"):
-        read_id_token_file(str(tmp_path), "THE_VAR", _now)
+def test_directory_says_it_is_one(tmp_path: Path) -> None:
+    """A directory (the volume, not the file in it) is refused as a directory, not as a missing file."""
+    with pytest.raises(IdTokenError, match=r"is a directory, not a file$"):
+        read_id_token_file(str(tmp_path), _now)
 
 
 @pytest.mark.parametrize(
@@ -76,4 +73,4 @@ def test_file_that_cannot_be_a_token_is_refused(tmp_path: Path, content: bytes, 
     path = tmp_path / "token"
     path.write_bytes(content)
     with pytest.raises(IdTokenError, match=f"^the OIDC token file {path} {message}$"):
-        read_id_token_file(str(path), "SETTING", _now)
+        read_id_token_file(str(path), _now)

@@ -113,7 +113,8 @@ def test_no_token_is_125_in_one_line_and_the_command_never_runs(
     assert result.returncode == 125
     assert result.stderr.splitlines() == [
         "tokenrelay exec: no token for audience https://api.example.test: environment variable "
-        "OIDC_TOKEN (named by --id-token-env) is not set"
+        "OIDC_TOKEN (named by --id-token-env) is not set; export the OIDC token in OIDC_TOKEN where "
+        "tokenrelay runs"
     ]
     assert not marker.exists()
     assert private_dirs(env["TMPDIR"]) == []

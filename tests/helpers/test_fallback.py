@@ -160,7 +160,7 @@ def test_unreachable_service_names_the_address(env: dict[str, str]) -> None:
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        (None, "no OIDC token file at .*point TOKENRELAY_ID_TOKEN_FILE at it"),
+        (None, "no OIDC token file at .*; mount .*point TOKENRELAY_ID_TOKEN_FILE at the token file itself$"),
         ("", "is empty"),
         (make_jwt({"exp": 1_000_000_000}), "expired at 2001-09-09T01:46:40.000Z"),
     ],

@@ -89,8 +89,10 @@ def test_a_fifo_at_the_oidc_token_path_is_refused_and_the_socket_answers(workdir
     assert error.status == 503
     assert str(error).startswith(
         f"no token for audience https://api.example.test: the OIDC token path {fifo} is a named pipe "
-        "(FIFO), not a regular file; point --id-token-file (env TOKENRELAY_ID_TOKEN_FILE) at the token "
-        "file (next attempt in "
+        f"(FIFO), not a regular file; mount the platform's token at {fifo} "
+    )
+    assert "or point --id-token-file (env TOKENRELAY_ID_TOKEN_FILE) at the token file itself (next " in str(
+        error
     )
 
 

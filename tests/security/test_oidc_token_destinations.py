@@ -197,7 +197,8 @@ async def test_an_opaque_oidc_token_echoed_anywhere_in_a_refusal_does_not_come_b
 
 
 async def test_cr_lf_inside_the_oidc_token_is_reported_as_such(service: Served, tmp_path: Path) -> None:
-    """A line break inside the OIDC token is refused before any request, named for what it is."""
+    """A line break inside the OIDC token is refused before any request, named for what it is, then
+    the file source's fix."""
     fake, server = service
     path = tmp_path / "token"
     path.write_bytes(b"eyJhbGciOi.eyJzdWIi\r\nX-Injected: 1.sig\n")
@@ -207,7 +208,7 @@ async def test_cr_lf_inside_the_oidc_token_is_reported_as_such(service: Served, 
             await provider.get()
     assert str(caught.value) == (
         f"no token for audience {API}: the OIDC token in file {path} has a line break, another control "
-        "character or non-ASCII text inside it: not a token"
+        f"character or non-ASCII text inside it: not a token; {idtoken.FileSource(str(path)).fix()}"
     )
     assert fake.seen_id_tokens == []
 

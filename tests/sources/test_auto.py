@@ -12,7 +12,7 @@ from tokenrelay.emulator import Emulator
 from tokenrelay.emulator.platforms import PLATFORMS, mint
 from tokenrelay.errors import ConfigError, IdTokenError
 from tokenrelay.lite.jwtclaims import unverified_claims
-from tokenrelay.tokens.idsources import SOURCES, SourceInputs
+from tokenrelay.tokens.idsources import SOURCES, SourceInputs, explained
 from tokenrelay.tokens.idsources.auto import ORDER, AutoSource
 
 from ..support.platforms import environment
@@ -80,7 +80,9 @@ async def test_nothing_found_is_one_error_naming_every_step(
     assert message.startswith("--id-token-source auto found no OIDC token: no token file")
     assert "azure: cannot reach Azure's instance metadata service" in message
     assert "gcp: cannot reach the GCP metadata server" in message
-    assert message.endswith("choose the source with --id-token-source")
+    assert explained(source, nothing.value).message.endswith(
+        "; choose the platform's source with --id-token-source (see docs/platforms/)"
+    )
 
 
 async def test_silent_metadata_servers_cost_a_bounded_wait(

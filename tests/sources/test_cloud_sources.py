@@ -18,7 +18,7 @@ from tokenrelay.emulator import Emulator, awssts
 from tokenrelay.emulator.platforms import AWS_NAMESPACE, AWS_ROLE, SPIFFE_ID
 from tokenrelay.errors import ConfigError, IdTokenError
 from tokenrelay.lite.jwtclaims import unverified_claims
-from tokenrelay.tokens.idsources import SOURCES, Source, SourceInputs, workload_pb2
+from tokenrelay.tokens.idsources import SOURCES, Source, SourceInputs, explained, workload_pb2
 from tokenrelay.tokens.idsources.auto import AutoSource
 
 from ..support.platforms import environment, spiffe_socket
@@ -129,14 +129,18 @@ async def test_aws_refusals_are_stss_own_words_without_secrets(emulator: Emulato
 
 
 async def test_aws_without_credentials_names_the_chain(emulator: Emulator) -> None:
-    """No keys, no web identity file, no container endpoint, no IMDS: one line naming what was tried."""
+    """No keys, no web identity file, no container endpoint, no IMDS: one line, whose fix names the
+    chain's places."""
     env = aws_env(emulator, AWS_ACCESS_KEY_ID="", AWS_SECRET_ACCESS_KEY="")
+    source = build("aws", env, "https://auth.example.com")
     with pytest.raises(IdTokenError) as none:
-        await build("aws", env, "https://auth.example.com").read()
+        await source.read()
     assert str(none.value) == (
-        f"AWS STS GetWebIdentityToken in eu-west-1 at {env['AWS_ENDPOINT_URL_STS']}: no AWS credentials "
-        "found (access keys (AWS_ACCESS_KEY_ID), AWS_WEB_IDENTITY_TOKEN_FILE, "
-        "AWS_CONTAINER_CREDENTIALS_FULL_URI, IMDSv2)"
+        f"AWS STS GetWebIdentityToken in eu-west-1 at {env['AWS_ENDPOINT_URL_STS']}: no AWS credentials found"
+    )
+    assert explained(source, none.value).message.endswith(
+        "credentials come from access keys (AWS_ACCESS_KEY_ID), AWS_WEB_IDENTITY_TOKEN_FILE, "
+        "AWS_CONTAINER_CREDENTIALS_FULL_URI, IMDSv2"
     )
 
 

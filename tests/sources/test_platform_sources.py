@@ -14,7 +14,7 @@ from tokenrelay.emulator.platforms import ORG_UUID, PLATFORMS
 from tokenrelay.errors import ConfigError, IdTokenError
 from tokenrelay.lite.jwtclaims import unverified_claims
 from tokenrelay.tokens import sts
-from tokenrelay.tokens.idsources import SOURCES, Source, SourceInputs
+from tokenrelay.tokens.idsources import SOURCES, Source, SourceInputs, explained
 
 from ..support.platforms import environment
 
@@ -110,10 +110,12 @@ async def test_gitlab_reads_the_variable_named_by_id_token_env(
     """GitLab's id_tokens variable is TOKENRELAY_ID_TOKEN unless --id-token-env names another."""
     env = environment("gitlab", emulator)
     env["VAULT_ID_TOKEN"] = env.pop("TOKENRELAY_ID_TOKEN")
-    with pytest.raises(
-        IdTokenError, match="GitLab CI variable TOKENRELAY_ID_TOKEN is not set; declare `id_tokens"
-    ):
-        await build("gitlab", emulator, http, env).read()
+    source = build("gitlab", emulator, http, env)
+    with pytest.raises(IdTokenError, match="^GitLab CI variable TOKENRELAY_ID_TOKEN is not set$") as unset:
+        await source.read()
+    assert explained(source, unset.value).message.startswith(
+        "GitLab CI variable TOKENRELAY_ID_TOKEN is not set; declare `id_tokens: {TOKENRELAY_ID_TOKEN:"
+    )
     assert await build("gitlab", emulator, http, env, id_token_env="VAULT_ID_TOKEN").read()
 
 

@@ -54,7 +54,10 @@ class NodePods:
                 return False
             news = self._news
             try:
-                await asyncio.wait_for(news.wait(), left)
+                # asyncio.timeout, not wait_for: on Python 3.11 wait_for drops a cancel (the asker
+                # gone) that lands as the news does
+                async with asyncio.timeout(left):
+                    await news.wait()
             except TimeoutError:
                 return False
         return True

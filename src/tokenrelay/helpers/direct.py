@@ -133,7 +133,7 @@ def read_id_token(environ: Mapping[str, str], now: float, *, auth_url: str, time
     unless TOKENRELAY_ID_TOKEN_ENV or TOKENRELAY_ID_TOKEN_SOURCE says); raises CredentialError."""
     from ..errors import ConfigError, IdTokenError
     from ..lite.names import DEFAULT_ID_TOKEN_FILE
-    from ..tokens.idsources import SOURCE_SETTINGS, SOURCES, SourceInputs
+    from ..tokens.idsources import SOURCE_SETTINGS, SOURCES, SourceInputs, explained
 
     name = (environ.get(SOURCE_ENV) or ("env" if environ.get(ID_TOKEN_ENV_ENV) else "file")).strip().lower()
     if name not in SOURCES:
@@ -150,9 +150,12 @@ def read_id_token(environ: Mapping[str, str], now: float, *, auth_url: str, time
     )
     try:
         source = SOURCES[name].build(inputs)
+    except ConfigError as exc:
+        raise CredentialError(exc.message) from None
+    try:
         return _completed(source.read()).value
-    except (ConfigError, IdTokenError) as exc:
-        raise CredentialError(str(exc)) from None
+    except IdTokenError as exc:
+        raise CredentialError(explained(source, exc).message) from None
 
 
 def _completed(read: Coroutine[Any, Any, IdToken]) -> IdToken:

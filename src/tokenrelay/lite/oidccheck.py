@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 
-from ..errors import IdTokenError
+from ..errors import IdTokenError, IdTokenExpired
 from .jwtclaims import numeric_claim, unverified_claims
 from .regularfile import NotRegularFile, read_regular
 
@@ -38,32 +38,21 @@ def checked(raw: str, where: str, wall: Callable[[], float] = time.time) -> tupl
     if expiry is not None and expiry <= wall():
         from .timestamps import format_timestamp  # datetime, only for the message
 
-        raise IdTokenError(
-            f"the OIDC token in {where} expired at {format_timestamp(expiry)}; "
-            "whatever writes it (kubelet, the CI runner) has stopped renewing it"
-        )
+        raise IdTokenExpired(f"the OIDC token in {where} expired at {format_timestamp(expiry)}")
     return value, expiry
 
 
-def read_id_token_file(
-    path: str, setting: str, wall: Callable[[], float] = time.time
-) -> tuple[str, float | None]:
-    """``checked`` of the file at ``path``; IdTokenError naming ``setting`` (what points at it)."""
+def read_id_token_file(path: str, wall: Callable[[], float] = time.time) -> tuple[str, float | None]:
+    """``checked`` of the file at ``path``; IdTokenError saying what is wrong with it (the file
+    source's ``fix`` says what to do)."""
     try:
         raw = read_regular(path, MAX_ID_TOKEN_BYTES)
     except NotRegularFile as exc:
-        raise IdTokenError(
-            f"the OIDC token path {path} is {exc.kind}, not a regular file; point {setting} at the token file"
-        ) from None
+        raise IdTokenError(f"the OIDC token path {path} is {exc.kind}, not a regular file") from None
     except FileNotFoundError:
-        raise IdTokenError(
-            f"no OIDC token file at {path}: mount the platform's token there or point {setting} at it"
-        ) from None
+        raise IdTokenError(f"no OIDC token file at {path}") from None
     except IsADirectoryError:
-        raise IdTokenError(
-            f"the OIDC token path {path} is a directory, not a file; "
-            f"point {setting} at the token file inside it"
-        ) from None
+        raise IdTokenError(f"the OIDC token path {path} is a directory, not a file") from None
     except OSError as exc:
         raise IdTokenError(f"cannot read the OIDC token file {path}: {exc.strerror or exc}") from None
     if len(raw) > MAX_ID_TOKEN_BYTES:

@@ -7,9 +7,10 @@ from dataclasses import dataclass, field
 
 import aiohttp
 
+from ..errors import IdTokenError
 from ..lite.names import DEFAULT_EXCHANGE_TIMEOUT
 from . import sts
-from .idsources import IdTokenSource
+from .idsources import IdTokenSource, explained
 from .sts import Issued
 
 
@@ -26,7 +27,10 @@ class Exchanger:
     on_id_token: Callable[[float | None], None] | None = field(default=None, repr=False)
 
     async def __call__(self, audience: str) -> Issued:
-        id_token = await self.id_tokens.read()
+        try:
+            id_token = await self.id_tokens.read()
+        except IdTokenError as exc:
+            raise explained(self.id_tokens, exc) from None
         if self.on_id_token is not None:
             self.on_id_token(id_token.expiry)
         return await sts.exchange(

@@ -9,7 +9,7 @@ first asks an endpoint.
 
 from __future__ import annotations
 
-from .base import IdToken, IdTokenSource, Source, SourceInputs, checked
+from .base import IdToken, IdTokenSource, Source, SourceInputs, checked, explained
 from .github import MAX_GITHUB_ANSWER_BYTES, GitHubActionsSource
 from .local import FILE_SETTING, FileSource
 from .registry import SOURCE_SETTINGS, SOURCES
@@ -28,4 +28,5 @@ __all__ = [
     "Source",
     "SourceInputs",
     "checked",
+    "explained",
 ]

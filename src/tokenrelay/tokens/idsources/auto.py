@@ -125,7 +125,7 @@ class AutoSource(Source):
             "--id-token-source auto found no OIDC token: no token file (AZURE_FEDERATED_TOKEN_FILE, "
             "--id-token-file), no CI system's markers, and no metadata server handed one out ("
             + "; ".join(lines)
-            + "); choose the source with --id-token-source"
+            + ")"
         )
 
     def choice(self) -> tuple[Source, str | None]:

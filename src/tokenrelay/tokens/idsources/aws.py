@@ -107,8 +107,11 @@ class AwsSource(Source):
         import asyncio
 
         try:
-            # the thread's own calls are bounded too: a cancelled wait leaves it to finish soon
-            token = await asyncio.wait_for(asyncio.to_thread(self._mint), self.timeout)
+            # the thread's own calls are bounded too: a cancelled wait leaves it to finish soon.
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for drops a cancel that lands as STS
+            # answers, and hands on the token instead
+            async with asyncio.timeout(self.timeout):
+                token = await asyncio.to_thread(self._mint)
         except TimeoutError:
             raise IdTokenError(f"{self.description} did not answer within {self.timeout:g}s") from None
         return checked(token, self.description, self.wall)
@@ -123,7 +126,7 @@ class AwsSource(Source):
                 Audience=[self.audience], SigningAlgorithm=SIGNING_ALGORITHM
             )
         except NoCredentialsError:
-            raise IdTokenError(f"{self.description}: no AWS credentials found ({CHAIN})") from None
+            raise IdTokenError(f"{self.description}: no AWS credentials found") from None
         except ClientError as exc:
             error = exc.response.get("Error", {})
             words = platform_words(f"{error.get('Code', '')}: {error.get('Message', '')}".encode())
@@ -199,7 +202,4 @@ class AwsSource(Source):
         return sts("sts")
 
     def fix(self) -> str:
-        return (
-            f"{self.setup}. The role's policy must allow sts:GetWebIdentityToken; credentials come from "
-            f"{CHAIN}"
-        )
+        return f"{self.setup}; credentials come from {CHAIN}"

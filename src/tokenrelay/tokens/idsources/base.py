@@ -6,6 +6,11 @@ owns how it is built from the settings (``build``), whether the environment look
 (``description``) and what to do when it fails (``fix``). ``registry.SOURCES`` is the one table that
 names them; nothing else switches on a source's name.
 
+A failure's message says what went wrong; the source states its fix once, in ``fix`` (``renewal``
+for a token that expired), and ``explained`` is the one place that joins the two into the line a
+user reads (the sidecar's log and /v1/status, ``tokenrelay exec``, the credential helpers' direct
+exchange). The doctor shows them apart.
+
 Standard library only at import (aiohttp is named for the type checker): ``config`` reads the table.
 """
 
@@ -17,7 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
-from ...errors import ConfigError
+from ...errors import ConfigError, IdTokenError, IdTokenExpired
 from ...lite import extras
 from ...lite.names import DEFAULT_EXCHANGE_TIMEOUT, where
 
@@ -53,6 +58,20 @@ class IdTokenSource(Protocol):
     description: str
 
     async def read(self) -> IdToken: ...
+
+    def fix(self) -> str: ...
+
+    def renewal(self) -> str: ...
+
+
+def explained(source: IdTokenSource, error: IdTokenError) -> IdTokenError:
+    """``error`` as the user reads it: what went wrong, then what to do about it (the source's
+    ``renewal`` for a token that expired, else its ``fix``)."""
+    expired = isinstance(error, IdTokenExpired)
+    todo = source.renewal() if expired else source.fix()
+    told = (IdTokenExpired if expired else IdTokenError)(f"{error.message}; {todo}")
+    told.retryable, told.retry_after = error.retryable, error.retry_after
+    return told
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,18 +158,21 @@ class Source(abc.ABC):
 
     @abc.abstractmethod
     async def read(self) -> IdToken:
-        """The current OIDC token, read or minted afresh; IdTokenError saying what went wrong."""
+        """The current OIDC token, read or minted afresh; IdTokenError saying what went wrong (and
+        not what to do: ``explained`` appends ``fix``, or ``renewal`` to IdTokenExpired)."""
 
     @abc.abstractmethod
     def fix(self) -> str:
-        """What to do when ``read`` fails, for the doctor."""
+        """What to do when ``read`` fails: the flag, variable or setting to change. Appended to every
+        failure of ``read`` by ``explained``; the doctor's fix column."""
 
     def choice(self) -> tuple[Source, str | None]:
         """The source that reads, and why it was chosen when it was detected (None: it was named)."""
         return self, None
 
     def renewal(self) -> str:
-        """What to do when the token read is expired or past its renewal, for the doctor."""
+        """What to do when the token read is expired or past its renewal: appended to an expired
+        token's error by ``explained``; the doctor's fix for ``oidc.expiry``."""
         return "fetch a fresh token: whatever sets it has stopped renewing it"
 
     def horizon(self, now: float) -> float:

@@ -60,7 +60,10 @@ class CircleCiSource(Source):
         return checked(text, self.description, self.wall)
 
     def fix(self) -> str:
-        return f"{self.setup}; the CLI mints only inside a job"
+        return (
+            f"{self.setup}; the `{CLI}` CLI on PATH mints only inside a job (without it, tokenrelay reads "
+            f"{' or '.join(VARIABLES)})"
+        )
 
 
 @dataclass(slots=True)
@@ -76,7 +79,7 @@ class CircleCiVariableSource(VariableSource):
         return CircleCiSource.build(inputs)
 
     def unset(self) -> str:
-        return f"neither {' nor '.join(VARIABLES)} is set; {self.fix()}"
+        return f"neither {' nor '.join(VARIABLES)} is set"
 
     def fix(self) -> str:
         return (

@@ -68,7 +68,6 @@ class GitHubActionsSource(Source):
             params={"audience": self.audience},
             headers={"Authorization": f"bearer {self.request_token}", "Accept": "application/json"},
             timeout=self.timeout,
-            hint="; does the job have `permissions: id-token: write`?",
         )
         return checked(httpfetch.json_field(body, "value", self.description), self.description, self.wall)
 

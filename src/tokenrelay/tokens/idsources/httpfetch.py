@@ -32,7 +32,6 @@ async def fetch(
     headers: Mapping[str, str] | None = None,
     timeout: float,
     connect_timeout: float | None = None,
-    hint: str = "",
 ) -> bytes:
     """The body of a 200 answer; IdTokenError naming ``what`` (the endpoint, never its secrets)."""
     import aiohttp
@@ -48,7 +47,6 @@ async def fetch(
                 headers=headers,
                 timeout=timeout,
                 connect_timeout=connect_timeout,
-                hint=hint,
             )
     bounds = aiohttp.ClientTimeout(total=timeout, sock_connect=connect_timeout)
     try:
@@ -58,18 +56,18 @@ async def fetch(
             if response.status != 200:
                 words = platform_words(await response.content.read(16 * 1024))
                 said = f": {words}" if words else ""
-                raise IdTokenError(f"{what} answered HTTP {response.status}{said}{hint}")
+                raise IdTokenError(f"{what} answered HTTP {response.status}{said}")
             return await read_capped(response, MAX_ANSWER_BYTES, what)
     except TimeoutError:
         waited = timeout if connect_timeout is None else min(connect_timeout, timeout)
         raise IdTokenError(
-            f"{what} did not answer (connect within {waited:g}s, all within {timeout:g}s){hint}"
+            f"{what} did not answer (connect within {waited:g}s, all within {timeout:g}s)"
         ) from None
     except aiohttp.ClientConnectorError as exc:
         reason = exc.os_error.strerror or type(exc.os_error).__name__
-        raise IdTokenError(f"cannot reach {what}: {reason}{hint}") from None
+        raise IdTokenError(f"cannot reach {what}: {reason}") from None
     except aiohttp.ClientError as exc:
-        raise IdTokenError(f"cannot get an OIDC token from {what}: {type(exc).__name__}{hint}") from None
+        raise IdTokenError(f"cannot get an OIDC token from {what}: {type(exc).__name__}") from None
 
 
 def json_field(body: bytes, name: str, what: str) -> str:

@@ -55,13 +55,13 @@ class FileSource(Source):
         from ...lite.oidccheck import read_id_token_file  # (datetime): config reads this module
 
         # A small local file: reading it inline costs less than a thread hop.
-        return IdToken(*read_id_token_file(self.path, self.setting, self.wall))
+        return IdToken(*read_id_token_file(self.path, self.wall))
 
     def fix(self) -> str:
         return (
             f"mount the platform's token at {self.path} (in Kubernetes a projected "
             "serviceAccountToken volume, mounted as a directory, readable by the pod's runAsUser or "
-            f"fsGroup) or point {self.setting} at it"
+            f"fsGroup) or point {self.setting} at the token file itself"
         )
 
     def renewal(self) -> str:

@@ -47,7 +47,14 @@ class VariableSource(Source):
 
     def unset(self) -> str:
         """What ``read`` says when the variable is not set."""
-        return f"{self.description} is not set; {self.fix()}"
+        return f"{self.description} is not set"
+
+    def renewal(self) -> str:
+        return (
+            f"{self.platform} sets {self.variable} once for the job and tokenrelay cannot renew it: use "
+            "the platform's minting source where it has one (see docs/platforms/), or give the token a "
+            "lifetime as long as the job"
+        )
 
     def warn_if_short(self, token: IdToken) -> None:
         seen = fingerprint(token.value)
@@ -90,6 +97,9 @@ class EnvSource(VariableSource):
 
     def fix(self) -> str:
         return f"export the OIDC token in {self.variable} where tokenrelay runs"
+
+    def renewal(self) -> str:
+        return f"export a fresh OIDC token in {self.variable}: whatever sets it has stopped renewing it"
 
 
 @dataclass(slots=True)
