@@ -18,11 +18,10 @@ import pytest
 from h2.errors import ErrorCodes
 
 from tokenrelay.proxy.bearer import REJECT_INTERVAL
-from tokenrelay.proxy.http2.upstream import GoawayKeepsStreams
 from tokenrelay.testing import FakeClock, loopback_certificates
 from tokenrelay.tokens.sts import Issued
 
-from ..support.h2client import Answer, RawH2
+from ..support.h2client import Answer, GoawayKeepsStreams, RawH2
 from ..support.h2server import H2Echo, H2Proxied
 from ..support.proxy import Echo, Observed, Proxied, ServerFactory, StartProxy, Tokens
 from ..support.waiting import eventually

@@ -6,7 +6,7 @@ import asyncio
 from dataclasses import dataclass, field
 
 from h2.config import H2Configuration
-from h2.connection import H2Connection
+from h2.connection import ConnectionInputs, H2Connection, H2ConnectionStateMachine
 from h2.events import (
     ConnectionTerminated,
     DataReceived,
@@ -18,9 +18,17 @@ from h2.events import (
 )
 from h2.exceptions import ProtocolError
 
-from tokenrelay.proxy.http2.upstream import GoawayKeepsStreams
-
 Headers = list[tuple[bytes, bytes]]
+
+
+class GoawayKeepsStreams(H2ConnectionStateMachine):
+    """h2 takes a received GOAWAY for the end of the connection and then refuses every frame; RFC 9113
+    §6.8 lets the streams up to its last_stream_id finish, so the test client keeps reading their answers."""
+
+    def process_input(self, input_: ConnectionInputs) -> list[Event]:
+        if input_ is ConnectionInputs.RECV_GOAWAY:
+            return []
+        return super().process_input(input_)
 
 
 @dataclass
