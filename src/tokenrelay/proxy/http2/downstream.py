@@ -359,6 +359,6 @@ class H2Client(asyncio.Protocol):
     def _close(self) -> None:
         if not self.closed and self.transport is not None:
             self.flush()
-            self.closed = True
+            self.closed = self.session.closed = True  # the frames still in this read are not served
             self.transport.close()
             self.context.closed(self)
