@@ -96,8 +96,10 @@ class H2Upstream(asyncio.Protocol):
         """The stream is done with this connection; ``reset`` cancels it at the upstream."""
         if self.streams.pop(sid, None) is None:
             return
-        if reset and not self.closed:
-            self.session.reset(sid, f.CANCEL)  # nothing, if the upstream closed it already
+        if not self.closed and (reset or sid in self.session.streams):
+            # a stream the upstream answered in full before the request went (a 401 to heal) is still
+            # open on our side: left so, it would count against the upstream's concurrent streams
+            self.session.reset(sid, f.CANCEL if reset else f.NO_ERROR)  # nothing, if already closed
             self.mark()
         if not self.streams:
             self.idle_since = self.pool.clock()
