@@ -23,7 +23,8 @@ Headers = list[tuple[bytes, bytes]]
 
 class GoawayKeepsStreams(H2ConnectionStateMachine):
     """h2 takes a received GOAWAY for the end of the connection and then refuses every frame; RFC 9113
-    §6.8 lets the streams up to its last_stream_id finish, so the test client keeps reading their answers."""
+    §6.8 lets the streams up to its last_stream_id finish: here a GOAWAY leaves the connection open.
+    The test's own copy: the proxy's engine is not h2's any more than it must be."""
 
     def process_input(self, input_: ConnectionInputs) -> list[Event]:
         if input_ is ConnectionInputs.RECV_GOAWAY:
@@ -51,6 +52,7 @@ class RawH2:
         self.writer = writer
         self.answers: dict[int, Answer] = {}
         self.goaway: ConnectionTerminated | None = None
+        self.error: ProtocolError | None = None  # what the proxy sent that h2 refused (a window overrun...)
         self.closed = asyncio.Event()
         self.changed = asyncio.Event()
         self._task = asyncio.ensure_future(self._read())
@@ -108,8 +110,10 @@ class RawH2:
                     self._event(event)
                 self.flush()
                 self.changed.set()
-        except (OSError, ProtocolError):
-            pass  # the proxy cut the connection, or answered a broken frame the test sent
+        except OSError:
+            pass  # the proxy cut the connection
+        except ProtocolError as exc:
+            self.error = exc  # the proxy answered a broken frame the test sent, or broke a rule itself
         finally:
             self.closed.set()
             self.changed.set()

@@ -9,6 +9,7 @@ what it saw as JSON. A revoked token gets 401, or a trailers-only ``grpc-status:
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import ssl
 from dataclasses import dataclass, field
@@ -60,6 +61,7 @@ class _Conn(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.requests: dict[int, tuple[Headers, bytearray]] = {}
         self.sizes: dict[int, int] = {}
+        self.digests: dict[int, Any] = {}  # a request body's sha256, whole however long
         self.windows: dict[int, asyncio.Event] = {}
         self.tasks: set[asyncio.Task[None]] = set()
         self.writable = asyncio.Event()
@@ -125,6 +127,7 @@ class _Conn(asyncio.Protocol):
                 assert event.stream_id is not None and event.headers is not None
                 self.requests[event.stream_id] = (event.headers, bytearray())
                 self.sizes[event.stream_id] = 0
+                self.digests[event.stream_id] = hashlib.sha256()
             elif isinstance(event, DataReceived):
                 assert event.stream_id is not None and event.data is not None
                 request = self.requests.get(event.stream_id)
@@ -132,6 +135,7 @@ class _Conn(asyncio.Protocol):
                     if len(request[1]) < 65536:
                         request[1].extend(event.data)
                     self.sizes[event.stream_id] += len(event.data)
+                    self.digests[event.stream_id].update(event.data)
                 self.h2.acknowledge_received_data(event.flow_controlled_length or 0, event.stream_id)
             elif isinstance(event, StreamEnded):
                 assert event.stream_id is not None
@@ -167,6 +171,7 @@ class _Conn(asyncio.Protocol):
             "headers": [[k.decode(), v.decode()] for k, v in headers if k != b"authorization"],
             "size": self.sizes.pop(sid),
         }
+        digest = self.digests.pop(sid).hexdigest()
         self.echo.seen.append(seen)
         grpc = fields.get(b"content-type", b"").startswith(b"application/grpc")
         if token in self.echo.revoked:
@@ -189,7 +194,7 @@ class _Conn(asyncio.Protocol):
             hop = [(b"proxy-status", b"upstream"), (b"trailer", b"x-late"), (b"x-kept", b"1")]
             self.send(sid, [(b":status", b"204"), *hop], end=True)
         elif url.path == "/base/upload":
-            self.reply(sid, 200, json.dumps({"size": seen["size"]}).encode())
+            self.reply(sid, 200, json.dumps({"size": seen["size"], "sha256": digest}).encode())
         elif grpc:
             self.send(sid, [(b":status", b"200"), (b"content-type", b"application/grpc")], end=False)
             self.h2.send_data(sid, bytes(body))
@@ -204,22 +209,25 @@ class _Conn(asyncio.Protocol):
     def reply(self, sid: int, status: int, body: bytes) -> None:
         head = [(b":status", b"%d" % status), (b"content-type", b"application/json")]
         self.h2.send_headers(sid, [*head, (b"content-length", b"%d" % len(body))])
-        self.h2.send_data(sid, body, end_stream=True)
+        size = self.h2.max_outbound_frame_size  # what it saw may be larger (long header fields)
+        for at in range(0, len(body), size):
+            self.h2.send_data(sid, body[at : at + size], end_stream=at + size >= len(body))
         self.flush()
 
     async def download(self, sid: int, size: int) -> None:
         self.send(sid, [(b":status", b"200"), (b"content-length", b"%d" % size)], end=False)
-        block = bytes(range(256)) * 64
         opened = self.windows[sid] = asyncio.Event()
+        sent = 0
         try:
-            while size:
-                room = min(self.h2.local_flow_control_window(sid), self.h2.max_outbound_frame_size, size)
+            while sent < size:
+                window = self.h2.local_flow_control_window(sid)
+                room = min(window, self.h2.max_outbound_frame_size, size - sent, len(_PATTERN) - 256)
                 if room <= 0:
                     opened.clear()
                     await opened.wait()
                     continue
-                self.h2.send_data(sid, block[:room])
-                size -= room
+                self.h2.send_data(sid, _PATTERN[sent % 256 : sent % 256 + room])
+                sent += room
                 self.echo.downloaded += room
                 self.flush()
                 await self.writable.wait()
@@ -227,6 +235,14 @@ class _Conn(asyncio.Protocol):
             self.flush()
         finally:
             del self.windows[sid]
+
+
+_PATTERN = bytes(range(256)) * 129  # a download's bytes: any slice of up to 32 KiB, from any offset
+
+
+def download_body(size: int) -> bytes:
+    """The bytes ``/base/download?size=N`` answers, whatever frames carried them."""
+    return (_PATTERN * (size // len(_PATTERN) + 1))[:size]
 
 
 def _token(authorization: str) -> str:
