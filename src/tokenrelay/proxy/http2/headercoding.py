@@ -159,11 +159,15 @@ REQUEST_FLAGS = HeaderValidationFlags(
     is_client=False, is_trailer=False, is_response_header=False, is_push_promise=False
 )
 TRAILER_FLAGS = REQUEST_FLAGS._replace(is_trailer=True)
+# ... and what a client receives: an answer's headers, and its trailers
+ANSWER_FLAGS = REQUEST_FLAGS._replace(is_client=True, is_response_header=True)
+ANSWER_TRAILER_FLAGS = REQUEST_FLAGS._replace(is_client=True, is_trailer=True)
 
 
 class ValidationMemo:
     """h2's own validation of the header lists a client sends (RFC 9113 §8.2 and §8.3: names, pseudo-
-    header fields, connection-specific fields, ``te``, ``:path``, Host against ``:authority``), run
+    header fields, connection-specific fields, ``te``, ``:path``, Host against ``:authority``), and
+    of the answers an upstream sends (§8.3.2: ``:status``, names, pseudo-header fields), run
     once per distinct list on a connection instead of on every call: h2's chain of generators cost
     about a tenth of the proxy's CPU per gRPC call, for a list the client sends every time.
     ``check`` raises h2's ProtocolError for a list h2 would have refused. Lists of at most

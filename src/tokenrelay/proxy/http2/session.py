@@ -71,6 +71,7 @@ class StreamState:
     """What the session keeps of an open (or half-closed) stream."""
 
     __slots__ = (
+        "bodiless",
         "expected",
         "head",
         "local_closed",
@@ -89,6 +90,7 @@ class StreamState:
         self.remote_closed = False
         self.head = False  # the peer's first header block came (later blocks are trailers)
         self.expected: int | None = None  # the peer's content-length
+        self.bodiless = False  # an answer to HEAD: its content-length is the resource's, not the body's
         self.received = 0  # DATA bytes the peer sent
 
 
@@ -119,6 +121,9 @@ class Session:
         self._preface = not client  # a client's preface still to check
         self._settled = False  # the peer's first frame, a SETTINGS, came
         self._resets: dict[int, None] = {}  # streams we reset lately, oldest first
+        # windows the peer opened in this read: told once the whole read is taken (the connection's
+        # too), so that the relay sends what all of them allow, not a sliver after each frame
+        self._opened: dict[int, None] = {}
         # header block in progress: its stream, END_STREAM, the fragments so far and their size
         self._block_sid = 0
         self._block_end = False
@@ -127,9 +132,11 @@ class Session:
         # §5.1.1: the highest stream id the peer opened (server), the next one we open (client)
         self.highest_in = 0
         self._next_out = 1
-        # ours, announced in the first SETTINGS (effective at once: a peer sends less until it acknowledges)
+        # ours, announced in the first SETTINGS; the peer may go by the defaults until it acknowledges
+        # them, so streams opened before then start with the default window (§6.9.2)
         self.max_streams = settings.get(f.MAX_CONCURRENT_STREAMS, 2**31 - 1)
         self.local_window = settings.get(f.INITIAL_WINDOW_SIZE, f.DEFAULT_WINDOW)
+        self._stream_window = f.DEFAULT_WINDOW  # a new stream's, until our SETTINGS are acknowledged
         if f.MAX_HEADER_LIST_SIZE in settings:
             decoder.max_header_list_size = settings[f.MAX_HEADER_LIST_SIZE]
         # the peer's
@@ -171,7 +178,8 @@ class Session:
         """A new stream from this (client) end, with its request's headers; its id."""
         sid = self._next_out
         self._next_out = sid + 2
-        self.streams[sid] = StreamState(self.remote_window, self.local_window)
+        stream = self.streams[sid] = StreamState(self.remote_window, self._stream_window)
+        stream.bodiless = (b":method", b"HEAD") in headers
         self.send_headers(sid, headers, end)
         return sid
 
@@ -213,9 +221,10 @@ class Session:
     def end_stream(self, sid: int) -> None:
         self.send_data(sid, b"", True)
 
-    def reset(self, sid: int, code: int) -> None:
-        """RST_STREAM, unless the stream is closed already."""
-        if self.streams.pop(sid, None) is not None:
+    def reset(self, sid: int, code: int, *, ended: bool = False) -> None:
+        """RST_STREAM, unless the stream is closed already; ``ended``: even then (a stream error found in
+        the frame that ended it, such as a malformed answer, RFC 9113 §8.1.1)."""
+        if self.streams.pop(sid, None) is not None or ended:
             self.out += f.rst_stream(sid, code)
             self._forget(sid)
 
@@ -386,6 +395,11 @@ class Session:
                 self.controls += 1  # §5.5: unknown frame types are ignored
         if pos < size:
             self._buffer = data[pos:]
+        if self._opened and not self.closed:
+            opened, self._opened = self._opened, {}
+            for sid in opened:
+                if sid == 0 or sid in self.streams:
+                    peer.on_window(sid)
 
     # -- frames ----------------------------------------------------------------------------------------
 
@@ -405,7 +419,7 @@ class Session:
             if len(self.streams) >= self.max_streams:
                 raise SessionError(f.PROTOCOL_ERROR, f"more than {self.max_streams} streams at once")
             self.highest_in = sid
-            stream = self.streams[sid] = StreamState(self.remote_window, self.local_window)
+            stream = self.streams[sid] = StreamState(self.remote_window, self._stream_window)
         elif stream.remote_closed:
             raise SessionError(f.STREAM_CLOSED, f"HEADERS on stream {sid}, after its end")
         if not stream.head:
@@ -414,7 +428,7 @@ class Session:
                     raise SessionError(f.PROTOCOL_ERROR, "an informational answer ending its stream")
                 return
             stream.head = True
-            if not self.client:
+            if not stream.bodiless and (b":status", b"304") not in headers:
                 self._content_length(stream, headers)
                 if ended and stream.expected is not None:
                     self._check_length(stream, ended)
@@ -440,7 +454,8 @@ class Session:
             self.send_window += increment
             if self.send_window > f.LARGEST_WINDOW:
                 raise SessionError(f.FLOW_CONTROL_ERROR, "the connection's window beyond 2^31-1")
-            self.peer.on_window(0)
+            self._opened.pop(0, None)
+            self._opened[0] = None  # last: the streams named first take their share of it
             return
         stream = self.streams.get(sid)
         if stream is None:
@@ -454,7 +469,8 @@ class Session:
         if stream.send_window > f.LARGEST_WINDOW:
             self._reset_stream(sid, f.FLOW_CONTROL_ERROR)
             return
-        self.peer.on_window(sid)
+        if 0 not in self._opened:
+            self._opened[sid] = None
 
     def _rst_stream(self, sid: int, payload: bytes) -> None:
         if not sid:
@@ -474,6 +490,11 @@ class Session:
         if flags & f.ACK:
             if payload:
                 raise SessionError(f.FRAME_SIZE_ERROR, "SETTINGS ACK with a payload")
+            delta = self.local_window - self._stream_window
+            if delta:  # our one SETTINGS is in force now: every stream's window moves by the difference
+                self._stream_window = self.local_window
+                for stream in self.streams.values():
+                    stream.recv_window += delta
             return
         if len(payload) % 6:
             raise SessionError(f.FRAME_SIZE_ERROR, "SETTINGS not a multiple of 6 bytes")
@@ -503,7 +524,8 @@ class Session:
             # MAX_HEADER_LIST_SIZE is advisory; unknown settings are ignored (§6.5.2)
         self.out += f.frame(f.SETTINGS, f.ACK, 0)
         if opened:
-            self.peer.on_window(0)
+            self._opened.pop(0, None)
+            self._opened[0] = None
 
     # -- helpers ---------------------------------------------------------------------------------------
 

@@ -18,9 +18,13 @@ import ssl
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol, cast
 
+from h2.exceptions import ProtocolError
+
 from ...systemroots import verifying_context
+from ..headers import h2_answer
+from . import answers
 from . import frames as f
-from .headercoding import UpstreamDecoder
+from .headercoding import ANSWER_FLAGS, ANSWER_TRAILER_FLAGS, UpstreamDecoder, ValidationMemo
 from .session import Session, SessionError
 
 if TYPE_CHECKING:
@@ -70,6 +74,7 @@ class H2Upstream(asyncio.Protocol):
             max_block=limits.header_bytes,
             connection_window=self.max_streams * limits.h2_upstream_stream_window,  # one for every stream
         )
+        self.valid = ValidationMemo()  # §8.1.1: a malformed answer is not passed on
         self.transport: asyncio.Transport | None = None
         self.streams: dict[int, UpstreamStream] = {}
         self.closed = False
@@ -177,14 +182,14 @@ class H2Upstream(asyncio.Protocol):
 
     def on_head(self, sid: int, headers: Headers, end: bool) -> None:
         stream = self.streams.get(sid)
-        if stream is not None:
+        if stream is not None and self._valid(sid, stream, headers, trailers=False):
             stream.on_response(headers, end)
             if end:
                 stream.on_end()
 
     def on_trailers(self, sid: int, headers: Headers) -> None:
         stream = self.streams.get(sid)
-        if stream is not None:
+        if stream is not None and self._valid(sid, stream, headers, trailers=True):
             stream.on_trailers(headers)
             stream.on_end()
 
@@ -221,6 +226,26 @@ class H2Upstream(asyncio.Protocol):
                 stream.on_lost("the upstream refused the stream (GOAWAY)", unprocessed=True)
         if code or not self.streams:
             self.close()
+
+    def _valid(self, sid: int, stream: UpstreamStream, headers: Headers, *, trailers: bool) -> bool:
+        """A malformed answer (RFC 9113 §8.1.1) is a stream error: reset at the upstream, and the
+        client gets the proxy's 502 (or a reset, once its answer began)."""
+        flags = ANSWER_TRAILER_FLAGS if trailers else ANSWER_FLAGS
+        try:
+            try:
+                self.valid.check(headers, flags)
+            except ProtocolError:
+                # connection-specific fields make an answer malformed too (§8.2.2), but the proxy drops
+                # them as it does from HTTP/1.1 answers (headers.h2_answer): judged without them
+                self.valid.check(h2_answer(headers), flags)
+        except ProtocolError as exc:  # h2's message may quote a value: scrubbed
+            why = f"the upstream sent a malformed answer: {answers.protocol_error(exc)}"
+            log.warning("upstream failed", extra={"error": why, "protocol": "h2"})
+            del self.streams[sid]
+            self.session.reset(sid, f.PROTOCOL_ERROR, ended=True)
+            stream.on_lost(why, unprocessed=False)
+            return False
+        return True
 
     def _lose_all(self, message: str, *, unprocessed: bool) -> None:
         streams = list(self.streams.values())
