@@ -195,13 +195,13 @@ def measure(args: argparse.Namespace) -> int:
         f"{streams} streams: ratio tokenrelay/nginx median {statistics.median(ratios):.3f} "
         f"(min {min(ratios):.3f}, max {max(ratios):.3f}); "
         f"tokenrelay p99 median {statistics.median(p99s):.2f} ms "
-        f"({len(ratios)} runs; targets >= 0.30, <= 5 ms)"
+        f"({len(ratios)} runs; targets >= 0.65, <= 5 ms)"
     )
     print(
         f"at {args.rate} calls/s: p99 median nginx {statistics.median(r[0] for r in rated):.2f} ms, "
         f"tokenrelay {statistics.median(r[1] for r in rated):.2f} ms "
         f"(max {max(r[1] for r in rated):.2f}); proxy CPU median {statistics.median(cpus):.0f} us/call "
-        f"(min {min(cpus):.0f}, max {max(cpus):.0f})"
+        f"(min {min(cpus):.0f}, max {max(cpus):.0f}; target <= 110 on a quiet machine)"
     )
     return 0
 

@@ -3,8 +3,7 @@ socket (RFC 9113, RFC 7541). One table per section, each row named for the rule 
 
 A connection error is a GOAWAY with the code the RFC names, then the close. Where the RFC lets a
 server answer a stream error with a connection error (RFC 9113 §5.4: it may treat any stream error
-so), or gives a choice of codes, the row accepts each allowed outcome. Rows the proxy breaks today are
-marked xfail(strict) with the section and what the proxy does instead. Every case ends by checking
+so), or gives a choice of codes, the row accepts each allowed outcome. Every case ends by checking
 that a new, polite client is still served, and that a malformed request (path ``/bad``) never
 reached the upstream.
 """
@@ -175,16 +174,6 @@ def case(build: Callable[[Wire], bytes], outcome: Outcome, rule: str, *marks: py
     return pytest.param(raw(build), outcome, id=rule, marks=marks)
 
 
-def deviation(reason: str) -> pytest.MarkDecorator:
-    """A rule today's code breaks: the row must fail (an assertion, not a hang) until the engine keeps it."""
-    return pytest.mark.xfail(strict=True, raises=AssertionError, reason=reason)
-
-
-COMPRESSION = deviation(
-    "RFC 9113 §4.3: a field block that fails to decode is a COMPRESSION_ERROR; h2 4.4 sends PROTOCOL_ERROR"
-)
-
-
 # -- frames the rows are built of ----------------------------------------------------------------------
 
 
@@ -245,9 +234,6 @@ async def test_the_server_preface_is_a_settings_frame_and_client_settings_are_ac
             lambda w: frame(SETTINGS, ACK, 0, settings({INITIAL_WINDOW_SIZE: 1})[9:]),
             goaway_with(E.FRAME_SIZE_ERROR),
             "6.5 SETTINGS with ACK and a payload: FRAME_SIZE_ERROR",
-            deviation(
-                "RFC 9113 §6.5: a SETTINGS ACK with a payload is a FRAME_SIZE_ERROR; h2 sends PROTOCOL_ERROR"
-            ),
         ),
         case(
             lambda w: frame(SETTINGS, 0, 0, b"\x00\x03\x00\x00\x00\x64\x00"),
@@ -650,49 +636,41 @@ def with_body(length: bytes, body: bytes) -> Callable[[Wire], bytes]:
             with_field(b"\x80"),
             goaway_with(E.COMPRESSION_ERROR),
             "RFC 7541 6.1 index 0: COMPRESSION_ERROR",
-            COMPRESSION,
         ),
         case(
             with_field(b"\xc6"),
             goaway_with(E.COMPRESSION_ERROR),
             "RFC 7541 2.3.3 an index beyond the table: COMPRESSION_ERROR",
-            COMPRESSION,
         ),
         case(
             lambda w: w.headers(1, b"\x3f\xe1\x3f" + PLAIN),
             goaway_with(E.COMPRESSION_ERROR),
             "RFC 7541 6.3 a table size update above SETTINGS_HEADER_TABLE_SIZE: COMPRESSION_ERROR",
-            COMPRESSION,
         ),
         case(
             with_field(b"\x20"),
             goaway_with(E.COMPRESSION_ERROR),
             "RFC 7541 4.2 a table size update after a field: COMPRESSION_ERROR",
-            COMPRESSION,
         ),
         case(
             with_field(USER_AGENT + b"\x84\xff\xff\xff\xff"),
             goaway_with(E.COMPRESSION_ERROR),
             "RFC 7541 5.2 a Huffman string holding EOS: COMPRESSION_ERROR",
-            COMPRESSION,
         ),
         case(
             with_field(USER_AGENT + b"\x82\x1f\xff"),
             goaway_with(E.COMPRESSION_ERROR),
             "RFC 7541 5.2 Huffman padding longer than 7 bits: COMPRESSION_ERROR",
-            COMPRESSION,
         ),
         case(
             with_field(USER_AGENT + b"\x81\x18"),
             goaway_with(E.COMPRESSION_ERROR),
             "RFC 7541 5.2 Huffman padding not of ones: COMPRESSION_ERROR",
-            COMPRESSION,
         ),
         case(
             with_field(USER_AGENT + b"\x05ab"),
             goaway_with(E.COMPRESSION_ERROR),
             "RFC 7541 5.2 a string longer than the block: COMPRESSION_ERROR",
-            COMPRESSION,
         ),
         case(
             trailers([(b"x-trailer", b"1")], end=False),
@@ -1068,12 +1046,6 @@ async def test_a_lowered_initial_window_is_honoured_mid_stream(h2proxied: H2Prox
     assert answer.ended and answer.body == download_body(size)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="RFC 9113 §6.9.2: a SETTINGS raising SETTINGS_INITIAL_WINDOW_SIZE opens every stream's window;"
-    " downstream.py resumes a stream only on a WINDOW_UPDATE, so the answer stalls",
-)
 async def test_a_raised_initial_window_resumes_a_stalled_answer(h2proxied: H2Proxied) -> None:
     """RFC 9113 §6.9.2: a client that opens its streams with a window of 0 and later raises
     SETTINGS_INITIAL_WINDOW_SIZE (no WINDOW_UPDATE) gets the bytes the raised window allows."""
@@ -1123,13 +1095,6 @@ async def test_padding_counts_against_the_window_and_is_given_back(
     assert json.loads(answer.body) == {"size": len(body), "sha256": hashlib.sha256(body).hexdigest()}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="RFC 9113 §6.9.2: h2 applies the proxy's own SETTINGS_INITIAL_WINDOW_SIZE before the client"
-    " acknowledged it; with a stream window below 65,535 (not the default) the early bytes are a"
-    " FLOW_CONTROL_ERROR",
-)
 async def test_a_client_may_fill_the_default_window_before_the_settings_lowering_it(
     h2echo: H2Echo, start_proxy: StartProxy
 ) -> None:

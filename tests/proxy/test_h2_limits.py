@@ -102,7 +102,7 @@ async def test_protocol_errors_end_the_connection_with_goaway(
 async def test_bad_headers_are_refused(h2proxied: H2Proxied) -> None:
     """Uppercase names, connection-specific fields and even stream ids from a client are protocol errors."""
     for extra, sid in [
-        (b"\x00\x0aX-Uppercase\x01v", 1),
+        (b"\x00\x0bX-Uppercase\x01v", 1),
         (b"\x00\x0aconnection\x0akeep-alive", 1),
         (b"", 2),
     ]:

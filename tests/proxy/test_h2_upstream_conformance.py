@@ -5,8 +5,8 @@ proxy (Wire) sees what the proxy made of each answer.
 An answer the RFC allows reaches the client as the upstream sent it (but for the informational answers
 and connection-specific fields the proxy drops); a connection error of the upstream's is a GOAWAY
 with the code the RFC names, sent to the upstream, and an error answer (502) to the client, never a
-hang; a stream the upstream left unprocessed (GOAWAY, REFUSED_STREAM) is sent again. Rows the proxy
-breaks today are marked xfail(strict) with the section and what the proxy does instead.
+hang; a stream the upstream left unprocessed (GOAWAY, REFUSED_STREAM) is sent again; a malformed
+answer (§8.1.1) is a stream error, reset at the upstream, and the client gets the proxy's 502.
 """
 
 from __future__ import annotations
@@ -288,22 +288,6 @@ def reset_with(*codes: int) -> UpstreamError:
     return UpstreamError(codes, stream=True)
 
 
-def deviation(reason: str) -> pytest.MarkDecorator:
-    """A rule today's code breaks: the row must fail (an assertion, not a hang) until the engine keeps it."""
-    return pytest.mark.xfail(strict=True, raises=AssertionError, reason=reason)
-
-
-COMPRESSION = deviation(
-    "RFC 9113 §4.3: a field block that fails to decode is a COMPRESSION_ERROR; h2 4.4 sends PROTOCOL_ERROR"
-)
-
-
-MALFORMED = deviation(
-    "RFC 9113 §8.1.1: a malformed answer must not be passed on; the proxy does not check the upstream's"
-    " header fields (h2's inbound validation is off), and passes it on"
-)
-
-
 def row(
     build: Callable[[Wire, int], bytes], error: UpstreamError, rule: str, *marks: pytest.MarkDecorator
 ) -> object:
@@ -335,9 +319,6 @@ PLAIN_200 = b"\x88"  # :status 200, the static table's index 8
             lambda up, sid: frame(SETTINGS, ACK, 0, bytes(6)),
             goaway_with(E.FRAME_SIZE_ERROR),
             "6.5 SETTINGS with ACK and a payload: FRAME_SIZE_ERROR",
-            deviation(
-                "RFC 9113 §6.5: a SETTINGS ACK with a payload is a FRAME_SIZE_ERROR; h2 sends PROTOCOL_ERROR"
-            ),
         ),
         row(
             lambda up, sid: window_update(0, MAX_WINDOW),
@@ -420,37 +401,31 @@ PLAIN_200 = b"\x88"  # :status 200, the static table's index 8
             lambda up, sid: up.headers(sid, PLAIN_200 + b"\x80"),
             goaway_with(E.COMPRESSION_ERROR),
             "RFC 7541 6.1 index 0 in an answer: COMPRESSION_ERROR",
-            COMPRESSION,
         ),
         row(
             lambda up, sid: up.headers(sid, PLAIN_200 + b"\xc6"),
             goaway_with(E.COMPRESSION_ERROR),
             "RFC 7541 2.3.3 an index beyond the table in an answer: COMPRESSION_ERROR",
-            COMPRESSION,
         ),
         row(
             lambda up, sid: up.headers(sid, b"\x3f\xe1\x3f" + PLAIN_200),
             goaway_with(E.COMPRESSION_ERROR),
             "RFC 7541 6.3 a table size update above SETTINGS_HEADER_TABLE_SIZE: COMPRESSION_ERROR",
-            COMPRESSION,
         ),
         row(
             lambda up, sid: up.headers(sid, [(b"x-first", b"1"), *OK]),
             reset_with(E.PROTOCOL_ERROR),
             "8.3 a pseudo-header after a regular field: PROTOCOL_ERROR",
-            MALFORMED,
         ),
         row(
             lambda up, sid: up.headers(sid, [(b"content-type", b"text/plain")]),
             reset_with(E.PROTOCOL_ERROR),
             "8.3.2 an answer without :status: PROTOCOL_ERROR",
-            MALFORMED,
         ),
         row(
             lambda up, sid: up.headers(sid, [*OK, (b"X-Upper", b"1")]),
             reset_with(E.PROTOCOL_ERROR),
             "8.2 an uppercase field name in an answer: PROTOCOL_ERROR",
-            MALFORMED,
         ),
         row(
             lambda up, sid: (
@@ -651,12 +626,6 @@ async def test_the_upstreams_windows_are_kept_and_a_lowered_one_honoured(unopene
     assert (reply.status, reply.body) == (b"200", b"taken")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="RFC 9113 §6.9.2: a SETTINGS raising SETTINGS_INITIAL_WINDOW_SIZE opens every stream's window;"
-    " upstream.py resumes a stream only on a WINDOW_UPDATE, so the body stalls",
-)
 async def test_a_raised_initial_window_resumes_a_stalled_upload(unopened: Scripted) -> None:
     """RFC 9113 §6.9.2: an upstream that opens a stalled stream by raising SETTINGS_INITIAL_WINDOW_SIZE
     (no WINDOW_UPDATE) gets the bytes the raised window allows."""

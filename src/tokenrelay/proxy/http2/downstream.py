@@ -18,55 +18,24 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, cast
 
-from h2.config import H2Configuration
-from h2.connection import ConnectionState
-from h2.errors import ErrorCodes
-from h2.events import (
-    ConnectionTerminated,
-    DataReceived,
-    Event,
-    PingAckReceived,
-    PingReceived,
-    PriorityUpdated,
-    RemoteSettingsChanged,
-    RequestReceived,
-    SettingsAcknowledged,
-    StreamEnded,
-    StreamReset,
-    TrailersReceived,
-    UnknownFrameReceived,
-    WindowUpdated,
-)
 from h2.exceptions import ProtocolError
-from h2.settings import SettingCodes, Settings
-from hyperframe.frame import GoAwayFrame
 
 from .. import methods, refusals
 from ..headers import H2_REQUEST_DROP
 from ..policy import acquire
 from ..refusals import Refusal
 from . import answers
+from . import frames as f
 from .answers import Headers
-from .connection import REQUEST_FLAGS, TRAILER_FLAGS, RelayConnection, ValidationMemo
+from .headercoding import REQUEST_FLAGS, TRAILER_FLAGS, BlockMemo, ValidationMemo
 from .relay import H2Relay
+from .session import Session, SessionError, StreamGone
 from .stream import Stream
-from .upstream import GoawayKeepsStreams
 
 if TYPE_CHECKING:
     from ..context import ProxyContext
 
 log = logging.getLogger("tokenrelay.proxy")
-
-
-# Frames that carry no request: a client sending thousands of them is flooding (CVE-2019-9512, -9515).
-_CONTROL = (
-    PingReceived,
-    PingAckReceived,
-    RemoteSettingsChanged,
-    SettingsAcknowledged,
-    PriorityUpdated,
-    UnknownFrameReceived,
-)
 
 
 def take_over(context: ProxyContext, transport: asyncio.Transport, data: bytes) -> None:
@@ -82,35 +51,28 @@ def take_over(context: ProxyContext, transport: asyncio.Transport, data: bytes) 
 
 
 class H2Client(asyncio.Protocol):
-    """Serves one HTTP/2 client connection."""
+    """Serves one HTTP/2 client connection: what its Session reads, relayed (``session.Peer``)."""
 
     def __init__(self, context: ProxyContext, relay: H2Relay) -> None:
         self.context = context
         self.relay = relay
-        self.limits = context.limits
+        limits = self.limits = context.limits
         self.clock = context.clock  # the proxy's: its sweeps and the streams' timeouts read the same time
         # Headers are validated once, as they arrive (from the client here, from the upstream there);
         # here by h2's own rules, once per distinct list (ValidationMemo), as each request is handled.
-        config = H2Configuration(
-            client_side=False,
-            header_encoding=None,
-            validate_outbound_headers=False,
-            normalize_outbound_headers=False,
-            validate_inbound_headers=False,
-        )
         self.valid = ValidationMemo()
-        h2 = self.h2 = RelayConnection(config)
-        h2.state_machine = GoawayKeepsStreams()
-        h2.local_settings = Settings(
+        self.session = Session(
+            self,
             client=False,
-            initial_values={
-                SettingCodes.MAX_CONCURRENT_STREAMS: self.limits.h2_max_streams,
-                SettingCodes.INITIAL_WINDOW_SIZE: self.limits.h2_stream_window,
-                SettingCodes.MAX_HEADER_LIST_SIZE: self.limits.header_bytes,
+            settings={
+                f.MAX_CONCURRENT_STREAMS: limits.h2_max_streams,
+                f.INITIAL_WINDOW_SIZE: limits.h2_stream_window,
+                f.MAX_HEADER_LIST_SIZE: limits.header_bytes,
             },
+            decoder=BlockMemo(),
+            max_block=limits.header_bytes,
+            connection_window=limits.h2_connection_window,
         )
-        # h2 applies the setting once the client acknowledges it; an HPACK bomb may come before
-        h2.decoder.max_header_list_size = self.limits.header_bytes
         self.transport: asyncio.Transport | None = None
         self.streams: dict[int, Stream] = {}
         self.closed = False
@@ -118,7 +80,6 @@ class H2Client(asyncio.Protocol):
         self.draining = False  # GOAWAY sent: finish the streams in flight, refuse new ones
         self.last_sid = 0
         self.idle_since = self.clock()
-        self.frames = 0  # control frames and WINDOW_UPDATEs since the last sweep
         self.data_frames = 0  # DATA frames sent since the last sweep that a WINDOW_UPDATE may answer
         self.windowless: dict[int, Stream] = {}  # streams waiting for the client's window
         self.buffered = 0  # answer bytes queued in its streams, bounded by limits.h2_buffer_bytes
@@ -129,33 +90,25 @@ class H2Client(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's transports do not subclass it
-        self.h2.initiate_connection()
-        self.h2.increment_flow_control_window(self.limits.h2_connection_window - 65535)
         self.mark()
 
     def data_received(self, data: bytes) -> None:
         if self.closed:
             return
+        session = self.session
         try:
-            events = self.h2.receive_data(data)
-            for event in events:
-                if isinstance(event, RequestReceived | TrailersReceived):
-                    trailers = isinstance(event, TrailersReceived)
-                    self.valid.check(event.headers, TRAILER_FLAGS if trailers else REQUEST_FLAGS)
-                self._handle(event)
-        except ProtocolError as exc:
-            log.info("HTTP/2 client broke the protocol", extra={"error": answers.protocol_error(exc)})
-            if self.h2.state_machine.state is not ConnectionState.CLOSED:  # a header list h2 refuses
-                self.h2.close_connection(ErrorCodes.PROTOCOL_ERROR)
-            self.flush()  # h2 has queued the GOAWAY
-            self._close()
+            session.feed(data)
+        except SessionError as exc:
+            if exc.code == f.ENHANCE_YOUR_CALM:
+                self._calm(str(exc))
+            else:
+                log.info("HTTP/2 client broke the protocol", extra={"error": str(exc)})
+                session.close(exc.code)
+                self._close()
             self.relay.flusher.run()
             return
-        flood = self._flooding()
-        if flood or self.resets > self.limits.h2_resets:
-            self._calm("control frame flood" if flood else "rapid reset")
-        elif self.h2.unfinished_block() > self.limits.header_bytes:
-            self._calm("header block larger than the header list limit")  # HEADERS + CONTINUATIONs
+        if self._flooding() or self.resets > self.limits.h2_resets:
+            self._calm("control frame flood" if self._flooding() else "rapid reset")
         self.mark()
         self.relay.flusher.run()
 
@@ -164,6 +117,7 @@ class H2Client(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        self.session.closed = True
         self.context.closed(self)
         for stream in list(self.streams.values()):
             stream.cancel()
@@ -182,28 +136,78 @@ class H2Client(asyncio.Protocol):
             stream.pump_down()
         self.relay.flusher.run()
 
+    # -- what the session reads (session.Peer) ---------------------------------------------------------
+
+    def on_head(self, sid: int, headers: Headers, end: bool) -> None:
+        self._valid(headers, trailers=False)
+        self._request(sid, headers, end)
+
+    def on_trailers(self, sid: int, headers: Headers) -> None:
+        self._valid(headers, trailers=True)
+        stream = self.streams.get(sid)
+        if stream is not None:
+            stream.client_trailers(headers)
+            stream.client_end()
+
+    def on_data(self, sid: int, data: bytes, flow: int, end: bool) -> None:
+        stream = self.streams.get(sid)
+        if stream is None:
+            self.ack(sid, flow)
+            return
+        if end:
+            stream.complete = True  # END_STREAM then rides on the last DATA frame upstream
+        stream.client_data(data, flow)
+        if end:
+            stream.client_end()
+
+    def on_reset(self, sid: int, code: int) -> None:
+        stream = self.streams.get(sid)
+        if stream is not None:
+            self.resets += 1
+            stream.cancel()
+
+    def on_window(self, sid: int) -> None:
+        if sid:
+            stream = self.streams.get(sid)
+            if stream is not None:
+                stream.pump_down()
+        elif self.windowless and not self._flooding():
+            # only the streams waiting for window, and only while there is some: a flood of
+            # WINDOW_UPDATEs must not walk every open stream each time
+            session = self.session
+            for stream in list(self.windowless.values()):
+                if session.send_window <= 0:
+                    break
+                stream.pump_down()
+
+    def on_goaway(self, last_sid: int, code: int) -> None:
+        if code:
+            self._close()
+        else:  # the client opens no more streams; the ones in flight still get their answers
+            self.draining = True
+            self.last_sid = self.session.highest_in
+            if not self.streams:
+                self._close()
+
     # -- what the streams call ---------------------------------------------------------------------------
 
     def send_headers(self, sid: int, headers: Headers, end: bool) -> bool:
         """False when the client has closed the stream meanwhile."""
         try:
-            self.h2.send_headers(sid, headers, end_stream=end)
-        except ProtocolError:
+            self.session.send_headers(sid, headers, end)
+        except StreamGone:
             return False
         self.mark()
         return True
 
     def ack(self, sid: int, size: int) -> None:
         if size and not self.closed:
-            self.h2.acknowledge_received_data(size, sid)
+            self.session.ack(sid, size)
             self.mark()
 
     def reset(self, sid: int, code: int) -> None:
         if not self.closed:
-            try:
-                self.h2.reset_stream(sid, code)
-            except ProtocolError:
-                return  # already closed
+            self.session.reset(sid, code)
             self.mark()
 
     def stream_done(self, stream: Stream, code: int) -> None:
@@ -245,7 +249,7 @@ class H2Client(asyncio.Protocol):
     # -- what the server calls ----------------------------------------------------------------------------
 
     def sweep(self, now: float) -> None:
-        self.frames = self.resets = self.data_frames = 0
+        self.session.controls = self.resets = self.data_frames = 0
         if self.closed:
             return
         timeout = self.limits.upstream_timeout
@@ -260,14 +264,9 @@ class H2Client(asyncio.Protocol):
         if self.closed or self.draining:
             return
         self.draining = True
-        self.last_sid = self.h2.highest_inbound_stream_id
-        # h2.close_connection would also stop the streams in flight from sending anything more
-        goaway = GoAwayFrame(0)
-        goaway.last_stream_id = self.last_sid
-        goaway.error_code = ErrorCodes.NO_ERROR
+        self.last_sid = self.session.highest_in
+        self.session.goaway(f.NO_ERROR)
         self.flush()
-        assert self.transport is not None
-        self.transport.write(goaway.serialize())
         if not self.streams:
             self._close()
 
@@ -276,64 +275,17 @@ class H2Client(asyncio.Protocol):
         if self.transport is not None:
             self.transport.abort()
 
-    # -- frames --------------------------------------------------------------------------------------------
+    # -- requests ------------------------------------------------------------------------------------------
 
-    def _handle(self, event: Event) -> None:
-        if isinstance(event, DataReceived):
-            sid = event.stream_id or 0
-            stream = self.streams.get(sid)
-            data = event.data or b""
-            if not data and event.stream_ended is None:
-                self.frames += 1
-            if stream is None:
-                self.ack(sid, event.flow_controlled_length or 0)
-            else:
-                if event.stream_ended is not None:
-                    stream.complete = True  # END_STREAM then rides on the last DATA frame upstream
-                stream.client_data(data, event.flow_controlled_length or 0)
-        elif isinstance(event, RequestReceived):
-            self._request(event.stream_id or 0, event.headers, event.stream_ended is not None)
-        elif isinstance(event, StreamEnded):
-            stream = self.streams.get(event.stream_id or 0)
-            if stream is not None:
-                stream.client_end()
-        elif isinstance(event, WindowUpdated):
-            self.frames += 1
-            if event.stream_id:
-                stream = self.streams.get(event.stream_id)
-                if stream is not None:
-                    stream.pump_down()
-            elif self.windowless and not self._flooding():
-                # only the streams waiting for window, and only while there is some: a flood of
-                # WINDOW_UPDATEs must not walk every open stream each time
-                h2 = self.h2
-                for stream in list(self.windowless.values()):
-                    if h2.outbound_flow_control_window <= 0:
-                        break
-                    stream.pump_down()
-        elif isinstance(event, TrailersReceived):
-            stream = self.streams.get(event.stream_id or 0)
-            if stream is not None:
-                stream.client_trailers(event.headers)
-        elif isinstance(event, StreamReset):
-            stream = self.streams.get(event.stream_id or 0)
-            if stream is not None:
-                self.resets += 1
-                stream.cancel()
-        elif isinstance(event, _CONTROL):
-            self.frames += 1
-        elif isinstance(event, ConnectionTerminated):
-            if event.error_code:
-                self._close()
-            else:  # the client opens no more streams; the ones in flight still get their answers
-                self.draining = True
-                self.last_sid = self.h2.highest_inbound_stream_id
-                if not self.streams:
-                    self._close()
+    def _valid(self, headers: Headers, *, trailers: bool) -> None:
+        try:
+            self.valid.check(headers, TRAILER_FLAGS if trailers else REQUEST_FLAGS)
+        except ProtocolError as exc:  # h2's validation: its message may quote a value, scrubbed here
+            raise SessionError(f.PROTOCOL_ERROR, answers.protocol_error(exc)) from None
 
     def _request(self, sid: int, headers: Headers, ended: bool) -> None:
         if self.draining and sid > self.last_sid:
-            self.reset(sid, ErrorCodes.REFUSED_STREAM)
+            self.reset(sid, f.REFUSED_STREAM)
             return
         method = path = content_type = b""
         kept: Headers = []
@@ -389,24 +341,24 @@ class H2Client(asyncio.Protocol):
 
     def flush(self) -> None:
         self.dirty = False
-        data = self.h2.data_to_send()
+        data = self.session.take()
         if data and self.transport is not None and not self.closed:
             self.transport.write(data)
 
     def _flooding(self) -> bool:
         """More control frames since the last sweep than allowed; a client may send up to two
         WINDOW_UPDATEs (stream and connection) for each DATA frame it got, on top."""
-        return self.frames > self.limits.h2_control_frames + 2 * self.data_frames
+        return self.session.controls > self.limits.h2_control_frames + 2 * self.data_frames
 
     def _calm(self, what: str) -> None:
         log.warning("HTTP/2 client refused", extra={"error": what})
-        self.h2.close_connection(ErrorCodes.ENHANCE_YOUR_CALM, what.encode())
+        self.session.close(f.ENHANCE_YOUR_CALM, what.encode())
         self.flush()
         self._close()
 
     def _close(self) -> None:
         if not self.closed and self.transport is not None:
             self.flush()
-            self.closed = True
+            self.closed = self.session.closed = True  # the frames still in this read are not served
             self.transport.close()
             self.context.closed(self)

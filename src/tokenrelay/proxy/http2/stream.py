@@ -18,23 +18,21 @@ from collections import deque
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Protocol
 
-from h2.errors import ErrorCodes
-from h2.exceptions import ProtocolError
-
 from ...tokens.token import Token
 from .. import refusals
 from ..headers import h2_answer
 from ..policy import Replay, may_heal
 from . import answers
+from . import frames as f
 from .answers import Headers
+from .session import StreamGone
 
 if TYPE_CHECKING:
-    from h2.connection import H2Connection
-
     from ..bearer import Bearer, Held
     from ..limits import Limits
     from ..observer import ProxyObserver
     from ..refusals import Refusal
+    from .session import Session
 
 
 class _Context(Protocol):
@@ -46,7 +44,7 @@ class DownSide(Protocol):
     """What a stream uses of its client connection (``downstream.H2Client``)."""
 
     @property
-    def h2(self) -> H2Connection: ...
+    def session(self) -> Session: ...
 
     paused: bool
     closed: bool
@@ -76,7 +74,7 @@ class UpSide(Protocol):
     """What a stream uses of the upstream connection it is sent on (``upstream.H2Upstream``)."""
 
     @property
-    def h2(self) -> H2Connection: ...
+    def session(self) -> Session: ...
 
     paused: bool
     closed: bool
@@ -196,12 +194,12 @@ class Stream:
         up = self.up
         if up is None or up.paused or up.closed or self.up_ended:
             return
-        h2 = up.h2
+        session = up.session
         sid = self.up_sid
         to_up = self.to_up
         try:
             while to_up:
-                room = min(h2.local_flow_control_window(sid), h2.max_outbound_frame_size)
+                room = session.room(sid)
                 if room <= 0:
                     break
                 data, ack = to_up[0]
@@ -211,7 +209,7 @@ class Stream:
                 else:
                     to_up.popleft()
                 last = not to_up and self.complete and self.up_trailers is None
-                h2.send_data(sid, data, end_stream=last)
+                session.send_data(sid, data, last)
                 if ack:
                     self.down.ack(self.sid, len(data))
                 if last:
@@ -220,13 +218,13 @@ class Stream:
                         self.waiting_since = self.down.clock()
             if not to_up and self.complete and not self.up_ended:
                 if self.up_trailers is not None:
-                    h2.send_headers(sid, self.up_trailers, end_stream=True)
+                    session.send_headers(sid, self.up_trailers, True)
                 else:
-                    h2.end_stream(sid)
+                    session.end_stream(sid)
                 self.up_ended = True
                 if not self.status:
                     self.waiting_since = self.down.clock()
-        except ProtocolError:
+        except StreamGone:
             # the upstream closed its stream: what the client still sends has nowhere to go
             self.up_ended = True
             self._ack_unsent()
@@ -275,7 +273,7 @@ class Stream:
                     "HTTP/2 client leaves too much unread; resetting a stream",
                     extra={"buffered": down.buffered, "limit": down.limits.h2_buffer_bytes},
                 )
-                self._reset_down(ErrorCodes.ENHANCE_YOUR_CALM)
+                self._reset_down(f.ENHANCE_YOUR_CALM)
 
     def on_trailers(self, headers: Headers) -> None:
         self.grpc_status = answers.grpc_status(headers)
@@ -293,7 +291,7 @@ class Stream:
         self.up = None
         if self.done:
             return
-        if code == ErrorCodes.REFUSED_STREAM and not self.status and self._may_resend():
+        if code == f.REFUSED_STREAM and not self.status and self._may_resend():
             self._resend(reject=False)
             return
         self._reset_down(code)
@@ -309,7 +307,7 @@ class Stream:
             log.warning("upstream failed", extra={"error": message, "protocol": "h2"})
             self.refuse(refusals.upstream_failed(message))
         else:
-            self._reset_down(ErrorCodes.INTERNAL_ERROR)
+            self._reset_down(f.INTERNAL_ERROR)
 
     # -- towards the client -----------------------------------------------------------------------------
 
@@ -317,13 +315,13 @@ class Stream:
         down = self.down
         if down.paused or self.done:
             return
-        h2 = down.h2
+        session = down.session
         sid = self.sid
         to_down = self.to_down
         worthy = down.limits.h2_update_worthy_bytes
         try:
             while to_down:
-                room = min(h2.local_flow_control_window(sid), h2.max_outbound_frame_size)
+                room = session.room(sid)
                 if room <= 0:
                     if not self.windowless:
                         self.windowless = True
@@ -336,7 +334,7 @@ class Stream:
                 else:
                     to_down.popleft()
                 last = not to_down and self.down_end and self.down_trailers is None
-                h2.send_data(sid, data, end_stream=last)
+                session.send_data(sid, data, last)
                 down.buffered -= len(data)
                 if len(data) >= worthy or not to_down:
                     down.data_frames += 1
@@ -350,11 +348,11 @@ class Stream:
                 del down.windowless[sid]
             if not to_down and self.down_end:
                 if self.down_trailers is not None:
-                    h2.send_headers(sid, self.down_trailers, end_stream=True)
+                    session.send_headers(sid, self.down_trailers, True)
                 else:
-                    h2.end_stream(sid)
+                    session.end_stream(sid)
                 self._finish()
-        except ProtocolError:
+        except StreamGone:
             self.cancel()  # the client closed the stream
             return
         down.mark()
@@ -364,7 +362,7 @@ class Stream:
         if self.done:
             return
         if self.status:
-            self._reset_down(ErrorCodes.INTERNAL_ERROR)
+            self._reset_down(f.INTERNAL_ERROR)
             return
         answer = answers.render(refusal, self.grpc)
         self.status = answer.status
@@ -395,7 +393,7 @@ class Stream:
             self.stall = (to_down[0], now)
         elif now - self.stall[1] > timeout:
             log.warning("HTTP/2 client read none of its answer", extra={"timeout": timeout})
-            self._reset_down(ErrorCodes.CANCEL)
+            self._reset_down(f.CANCEL)
 
     # -- helpers ----------------------------------------------------------------------------------------
 
@@ -449,5 +447,5 @@ class Stream:
         self.done = True
         self._drop_up(reset=not self.up_ended)
         if not self.complete:  # RFC 9113 §8.1: the rest of the request is not needed
-            self.down.reset(self.sid, ErrorCodes.NO_ERROR)
+            self.down.reset(self.sid, f.NO_ERROR)
         self.down.stream_done(self, self.status)

@@ -13,31 +13,19 @@ so a slow client slows the upstream down instead of filling the proxy's memory.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import ssl
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol, cast
 
-from h2.config import H2Configuration
-from h2.connection import ConnectionInputs, ConnectionState, H2ConnectionStateMachine
-from h2.errors import ErrorCodes
-from h2.events import (
-    ConnectionTerminated,
-    DataReceived,
-    Event,
-    ResponseReceived,
-    StreamEnded,
-    StreamReset,
-    TrailersReceived,
-    WindowUpdated,
-)
 from h2.exceptions import ProtocolError
-from h2.settings import SettingCodes, Settings
 
 from ...systemroots import verifying_context
+from ..headers import h2_answer
 from . import answers
-from .connection import RelayConnection, UpstreamDecoder
+from . import frames as f
+from .headercoding import ANSWER_FLAGS, ANSWER_TRAILER_FLAGS, UpstreamDecoder, ValidationMemo
+from .session import Session, SessionError
 
 if TYPE_CHECKING:
     from ..limits import Limits
@@ -68,58 +56,25 @@ class UpstreamStream(Protocol):
     def pump_up(self) -> None: ...
 
 
-def _stays(state: ConnectionState) -> frozenset[int]:
-    """The inputs that leave an open connection as it is with nothing to do (every frame but GOAWAY),
-    read from h2's own table, by identity: an Enum hashes in Python, and h2 looks up about ten per
-    gRPC call."""
-    return frozenset(
-        id(input_)
-        for (was, input_), (func, target) in H2ConnectionStateMachine._transitions.items()
-        if was is state and target is state and func is None
-    )
-
-
-_CLIENT_OPEN, _SERVER_OPEN = ConnectionState.CLIENT_OPEN, ConnectionState.SERVER_OPEN
-_CLIENT_STAYS, _SERVER_STAYS = _stays(_CLIENT_OPEN), _stays(_SERVER_OPEN)
-_RECV_GOAWAY = ConnectionInputs.RECV_GOAWAY
-
-
-class GoawayKeepsStreams(H2ConnectionStateMachine):
-    """h2 takes a received GOAWAY for the end of the connection and then refuses every frame; RFC 9113
-    §6.8 lets the streams up to its last_stream_id finish, so the connection stays open for them.
-    An open connection's frames skip h2's table lookup (``_stays``)."""
-
-    def process_input(self, input_: ConnectionInputs) -> list[Event]:
-        state = self.state
-        if state is _CLIENT_OPEN:
-            if id(input_) in _CLIENT_STAYS:
-                return []
-        elif state is _SERVER_OPEN and id(input_) in _SERVER_STAYS:
-            return []
-        if input_ is _RECV_GOAWAY:
-            return []
-        return super().process_input(input_)
-
-
 class H2Upstream(asyncio.Protocol):
-    """One HTTP/2 connection to the upstream."""
+    """One HTTP/2 connection to the upstream: what its Session reads, told to the streams it carries."""
 
     def __init__(self, pool: H2Pool) -> None:
         self.pool = pool
         self.flusher = pool.flusher
-        self.max_streams = pool.limits.h2_upstream_streams
+        limits = pool.limits
+        self.max_streams = limits.h2_upstream_streams
         # The client's headers were validated as they arrived (downstream.py); the upstream is the one
         # the operator named, and stream.py drops connection-specific fields from its answers itself.
-        config = H2Configuration(
-            client_side=True,
-            header_encoding=None,
-            validate_outbound_headers=False,
-            normalize_outbound_headers=False,
-            validate_inbound_headers=False,
-            normalize_inbound_headers=False,
+        self.session = Session(
+            self,
+            client=True,
+            settings={f.ENABLE_PUSH: 0, f.INITIAL_WINDOW_SIZE: limits.h2_upstream_stream_window},
+            decoder=UpstreamDecoder(),  # Huffman strings remembered: only the upstream's
+            max_block=limits.header_bytes,
+            connection_window=self.max_streams * limits.h2_upstream_stream_window,  # one for every stream
         )
-        self.h2 = RelayConnection(config, UpstreamDecoder)  # Huffman strings remembered: only the upstream's
-        self.h2.state_machine = GoawayKeepsStreams()
+        self.valid = ValidationMemo()  # §8.1.1: a malformed answer is not passed on
         self.transport: asyncio.Transport | None = None
         self.streams: dict[int, UpstreamStream] = {}
         self.closed = False
@@ -132,12 +87,12 @@ class H2Upstream(asyncio.Protocol):
     # -- for the streams -------------------------------------------------------------------------
 
     def usable(self) -> bool:
-        limit = min(self.max_streams, self.h2.remote_settings.max_concurrent_streams)
-        return not self.closed and not self.closing and len(self.streams) < limit
+        session = self.session
+        limit = min(self.max_streams, session.remote_max_streams)
+        return not self.closed and not self.closing and len(self.streams) < limit and session.can_open
 
     def open(self, stream: UpstreamStream, headers: Headers, end: bool) -> int:
-        sid = self.h2.get_next_available_stream_id()
-        self.h2.send_headers(sid, headers, end_stream=end)
+        sid = self.session.open(headers, end)
         self.streams[sid] = stream
         self.mark()
         return sid
@@ -146,9 +101,10 @@ class H2Upstream(asyncio.Protocol):
         """The stream is done with this connection; ``reset`` cancels it at the upstream."""
         if self.streams.pop(sid, None) is None:
             return
-        if reset and not self.closed:
-            with contextlib.suppress(ProtocolError):  # already closed at the upstream
-                self.h2.reset_stream(sid, ErrorCodes.CANCEL)
+        if not self.closed and (reset or sid in self.session.streams):
+            # a stream the upstream answered in full before the request went (a 401 to heal) is still
+            # open on our side: left so, it would count against the upstream's concurrent streams
+            self.session.reset(sid, f.CANCEL if reset else f.NO_ERROR)  # nothing, if already closed
             self.mark()
         if not self.streams:
             self.idle_since = self.pool.clock()
@@ -157,7 +113,7 @@ class H2Upstream(asyncio.Protocol):
 
     def ack(self, sid: int, size: int) -> None:
         if size and not self.closed:
-            self.h2.acknowledge_received_data(size, sid)
+            self.session.ack(sid, size)
             self.mark()
 
     def mark(self) -> None:
@@ -167,13 +123,14 @@ class H2Upstream(asyncio.Protocol):
 
     def flush(self) -> None:
         self.dirty = False
-        data = self.h2.data_to_send()
+        data = self.session.take()
         if data and self.transport is not None and not self.closed:
             self.transport.write(data)
 
     def close(self, why: str = "the upstream connection closed") -> None:
         if not self.closed:
             self.closed = True
+            self.session.closed = True
             self.pool.discard(self)
             if self.transport is not None:
                 self.transport.close()
@@ -183,40 +140,31 @@ class H2Upstream(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's transports do not subclass it
-        h2 = self.h2
-        window = self.pool.limits.h2_upstream_stream_window
-        # initial_values, not attributes: h2 sends only these in its first SETTINGS
-        h2.local_settings = Settings(
-            client=True,
-            initial_values={SettingCodes.ENABLE_PUSH: 0, SettingCodes.INITIAL_WINDOW_SIZE: window},
-        )
-        h2.initiate_connection()
-        h2.increment_flow_control_window(self.max_streams * window - 65535)  # a window for every stream
-        self.transport.write(h2.data_to_send())
+        self.transport.write(self.session.take())  # the preface, SETTINGS, the connection's window
 
     def data_received(self, data: bytes) -> None:
         if not self.answered:
             self.answered = True
-            if data.startswith(b"HTTP/1."):  # h2 would wait for the rest of a "frame" that never ends
+            if data.startswith(b"HTTP/1."):  # it would be read as the head of a "frame" that never ends
                 self.close("the upstream does not speak HTTP/2 (it answered in HTTP/1.x)")
                 self.flusher.run()
                 return
         try:
-            events = self.h2.receive_data(data)
-        except ProtocolError as exc:
-            why = f"the upstream broke the HTTP/2 protocol: {answers.protocol_error(exc)}"
+            self.session.feed(data)
+        except SessionError as exc:
+            why = f"the upstream broke the HTTP/2 protocol: {exc}"
             log.warning("upstream failed", extra={"error": why, "protocol": "h2"})
+            self.session.close(exc.code)
             self.flush()
             self.close(why)
             self.flusher.run()
             return
-        for event in events:
-            self._handle(event)
         self.mark()
         self.flusher.run()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        self.session.closed = True
         self.pool.discard(self)
         self._lose_all("the upstream closed the connection", unprocessed=False)
         self.flusher.run()
@@ -230,52 +178,74 @@ class H2Upstream(asyncio.Protocol):
             stream.pump_up()
         self.flusher.run()
 
-    # -- events --------------------------------------------------------------------------------------
+    # -- what the session reads (session.Peer) -------------------------------------------------------
 
-    def _handle(self, event: Event) -> None:
-        if isinstance(event, DataReceived):
-            stream = self.streams.get(event.stream_id or 0)
-            if stream is None:
-                self.ack(event.stream_id or 0, event.flow_controlled_length or 0)
-            else:
-                stream.on_data(
-                    event.data or b"", event.flow_controlled_length or 0, event.stream_ended is not None
-                )
-        elif isinstance(event, ResponseReceived):
-            stream = self.streams.get(event.stream_id or 0)
-            if stream is not None:
-                stream.on_response(event.headers, event.stream_ended is not None)
-        elif isinstance(event, TrailersReceived):
-            stream = self.streams.get(event.stream_id or 0)
-            if stream is not None:
-                stream.on_trailers(event.headers)
-        elif isinstance(event, StreamEnded):
-            stream = self.streams.get(event.stream_id or 0)
-            if stream is not None:
+    def on_head(self, sid: int, headers: Headers, end: bool) -> None:
+        stream = self.streams.get(sid)
+        if stream is not None and self._valid(sid, stream, headers, trailers=False):
+            stream.on_response(headers, end)
+            if end:
                 stream.on_end()
-        elif isinstance(event, WindowUpdated):
-            if event.stream_id:
-                stream = self.streams.get(event.stream_id)
-                if stream is not None:
-                    stream.pump_up()
-            else:
-                for stream in list(self.streams.values()):
-                    stream.pump_up()
-        elif isinstance(event, StreamReset):
-            stream = self.streams.pop(event.stream_id or 0, None)
-            if stream is not None:
-                stream.on_reset(int(event.error_code or 0))
-        elif isinstance(event, ConnectionTerminated):
-            self._goaway(event)
 
-    def _goaway(self, event: ConnectionTerminated) -> None:
+    def on_trailers(self, sid: int, headers: Headers) -> None:
+        stream = self.streams.get(sid)
+        if stream is not None and self._valid(sid, stream, headers, trailers=True):
+            stream.on_trailers(headers)
+            stream.on_end()
+
+    def on_data(self, sid: int, data: bytes, flow: int, end: bool) -> None:
+        stream = self.streams.get(sid)
+        if stream is None:
+            self.ack(sid, flow)
+            return
+        stream.on_data(data, flow, end)
+        if end:
+            stream.on_end()
+
+    def on_reset(self, sid: int, code: int) -> None:
+        stream = self.streams.pop(sid, None)
+        if stream is not None:
+            stream.on_reset(code)
+
+    def on_window(self, sid: int) -> None:
+        if sid:
+            stream = self.streams.get(sid)
+            if stream is not None:
+                stream.pump_up()
+        else:
+            for stream in list(self.streams.values()):
+                stream.pump_up()
+
+    def on_goaway(self, last_sid: int, code: int) -> None:
+        """RFC 9113 §6.8: the streams up to ``last_sid`` may finish; the others were never processed."""
         self.closing = True
         self.pool.discard(self)
-        last = event.last_stream_id or 0
-        for sid in [sid for sid in self.streams if sid > last]:
-            self.streams.pop(sid).on_lost("the upstream refused the stream (GOAWAY)", unprocessed=True)
-        if event.error_code or not self.streams:
+        for sid in self.session.forget_above(last_sid):
+            stream = self.streams.pop(sid, None)
+            if stream is not None:
+                stream.on_lost("the upstream refused the stream (GOAWAY)", unprocessed=True)
+        if code or not self.streams:
             self.close()
+
+    def _valid(self, sid: int, stream: UpstreamStream, headers: Headers, *, trailers: bool) -> bool:
+        """A malformed answer (RFC 9113 §8.1.1) is a stream error: reset at the upstream, and the
+        client gets the proxy's 502 (or a reset, once its answer began)."""
+        flags = ANSWER_TRAILER_FLAGS if trailers else ANSWER_FLAGS
+        try:
+            try:
+                self.valid.check(headers, flags)
+            except ProtocolError:
+                # connection-specific fields make an answer malformed too (§8.2.2), but the proxy drops
+                # them as it does from HTTP/1.1 answers (headers.h2_answer): judged without them
+                self.valid.check(h2_answer(headers), flags)
+        except ProtocolError as exc:  # h2's message may quote a value: scrubbed
+            why = f"the upstream sent a malformed answer: {answers.protocol_error(exc)}"
+            log.warning("upstream failed", extra={"error": why, "protocol": "h2"})
+            del self.streams[sid]
+            self.session.reset(sid, f.PROTOCOL_ERROR, ended=True)
+            stream.on_lost(why, unprocessed=False)
+            return False
+        return True
 
     def _lose_all(self, message: str, *, unprocessed: bool) -> None:
         streams = list(self.streams.values())

@@ -1,0 +1,396 @@
+"""session.Session against the h2 library as the other end, in memory: whatever requests, bodies,
+windows, frame sizes and cuts of the byte stream, every answer arrives whole and h2 (which checks
+flow control, stream states and framing itself) finds nothing to refuse."""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+import pytest
+from h2.config import H2Configuration
+from h2.connection import H2Connection
+from h2.events import (
+    DataReceived,
+    RequestReceived,
+    StreamEnded,
+    WindowUpdated,
+)
+from h2.settings import SettingCodes, Settings
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tokenrelay.proxy.http2 import frames as f
+from tokenrelay.proxy.http2.headercoding import BlockMemo, UpstreamDecoder
+from tokenrelay.proxy.http2.session import Session, SessionError, StreamGone
+
+Headers = list[tuple[bytes, bytes]]
+
+
+@dataclass
+class Received:
+    head: Headers | None = None
+    body: bytearray = field(default_factory=bytearray)
+    trailers: Headers | None = None
+    ended: bool = False
+    reset: int | None = None
+
+
+class Recorder:
+    """A Peer that keeps what it is told, answers requests (server role) by echoing their bodies, and
+    gives back the window of every byte at once."""
+
+    def __init__(self) -> None:
+        self.session: Session
+        self.got: dict[int, Received] = {}
+        self.echo: dict[int, deque[bytes]] = {}  # server role: body bytes still to send back
+        self.ending: set[int] = set()
+        self.goaway: tuple[int, int] | None = None
+
+    def on_head(self, sid: int, headers: Headers, end: bool) -> None:
+        self.got[sid] = Received(head=headers, ended=end)
+        if not self.session.client:
+            self.session.send_headers(sid, [(b":status", b"200")], False)
+            self.echo[sid] = deque()
+            if end:
+                self.ending.add(sid)
+                self.pump(sid)
+
+    def on_trailers(self, sid: int, headers: Headers) -> None:
+        self.got[sid].trailers = headers
+        self.got[sid].ended = True
+        if not self.session.client:
+            self.ending.add(sid)
+            self.pump(sid)
+
+    def on_data(self, sid: int, data: bytes, flow: int, end: bool) -> None:
+        got = self.got[sid]
+        got.body += data
+        got.ended = end
+        self.session.ack(sid, flow)
+        if not self.session.client:
+            self.echo[sid].append(data)
+            if end:
+                self.ending.add(sid)
+            self.pump(sid)
+
+    def on_reset(self, sid: int, code: int) -> None:
+        self.got.setdefault(sid, Received()).reset = code
+        self.echo.pop(sid, None)
+
+    def on_window(self, sid: int) -> None:
+        for each in [sid] if sid else list(self.echo):
+            self.pump(each)
+
+    def on_goaway(self, last_sid: int, code: int) -> None:
+        self.goaway = (last_sid, code)
+
+    def pump(self, sid: int) -> None:
+        """Echo what is queued within the windows; trailers once the request has ended."""
+        queue = self.echo.get(sid)
+        if queue is None:
+            return
+        session = self.session
+        while queue:
+            room = session.room(sid)
+            if room <= 0:
+                return
+            data = queue.popleft()
+            if len(data) > room:
+                queue.appendleft(data[room:])
+                data = data[:room]
+            session.send_data(sid, data, False)
+        if sid in self.ending:
+            session.send_headers(sid, [(b"grpc-status", b"0")], True)
+            del self.echo[sid]
+
+
+def server(peer: Recorder) -> Session:
+    session = Session(
+        peer,
+        client=False,
+        settings={f.MAX_CONCURRENT_STREAMS: 100, f.INITIAL_WINDOW_SIZE: 65535},
+        decoder=BlockMemo(),
+        max_block=32 * 1024,
+        connection_window=1 << 20,
+    )
+    peer.session = session
+    return session
+
+
+def client(peer: Recorder, window: int = 65535) -> Session:
+    session = Session(
+        peer,
+        client=True,
+        settings={f.ENABLE_PUSH: 0, f.INITIAL_WINDOW_SIZE: window},
+        decoder=UpstreamDecoder(),
+        max_block=32 * 1024,
+        connection_window=4 * window,
+    )
+    peer.session = session
+    return session
+
+
+def chunks(data: bytes, cut: int) -> list[bytes]:
+    """``data`` in pieces of ``cut`` bytes (0: whole), as reads from a socket may cut it."""
+    return [data[i : i + cut] for i in range(0, len(data), cut)] if cut else [data]
+
+
+REQUESTS = st.lists(
+    st.tuples(
+        st.sampled_from([0, 1, 100, 16384, 16385, 70000]),  # body; 70000: past the default windows
+        st.booleans(),  # trailers
+        st.integers(0, 3),  # DATA frames the body is sent in
+    ),
+    min_size=1,
+    max_size=6,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    requests=REQUESTS,
+    window=st.sampled_from([1000, 16384, 65535, 1 << 20]),
+    frame_size=st.sampled_from([16384, 100000]),
+    padding=st.sampled_from([None, 0, 9]),
+    cut=st.sampled_from([0, 1, 7, 1000]),
+)
+def test_a_server_session_answers_h2_clients_within_their_windows(
+    requests: list[tuple[int, bool, int]], window: int, frame_size: int, padding: int | None, cut: int
+) -> None:
+    """An h2 client with any window and frame size, padded DATA or not, bytes cut anywhere: every body
+    comes back whole; h2 raises on any frame beyond a window or on a closed stream, and raised none."""
+    peer = Recorder()
+    session = server(peer)
+    h2 = H2Connection(H2Configuration(client_side=True, header_encoding=None))
+    h2.local_settings = Settings(
+        client=True,
+        initial_values={SettingCodes.INITIAL_WINDOW_SIZE: window, SettingCodes.MAX_FRAME_SIZE: frame_size},
+    )
+    h2.initiate_connection()
+    bodies: dict[int, bytes] = {}
+    pending: dict[int, bytes] = {}
+    trailers: dict[int, bool] = {}
+    frames: dict[int, int] = {}
+    for n, (size, with_trailers, parts) in enumerate(requests):
+        sid = h2.get_next_available_stream_id()
+        body = bytes([n]) * size
+        bodies[sid], pending[sid], trailers[sid], frames[sid] = body, body, with_trailers, parts
+        head = [(b":method", b"POST"), (b":scheme", b"http"), (b":authority", b"a"), (b":path", b"/%d" % n)]
+        h2.send_headers(sid, head, end_stream=not body and not with_trailers)
+        if not body and not with_trailers:
+            del pending[sid]
+        elif not body:
+            h2.send_headers(sid, [(b"x-trailer", b"t")], end_stream=True)
+            del pending[sid]
+    answers: dict[int, bytearray] = {sid: bytearray() for sid in bodies}
+    ended: set[int] = set()
+    for _ in range(2000):
+        # the client sends what its windows let it
+        for sid in list(pending):
+            body = pending[sid]
+            room = min(h2.local_flow_control_window(sid), h2.max_outbound_frame_size) - (padding or 0) - 1
+            if room <= 0:
+                continue
+            piece = body[: max(1, min(room, len(bodies[sid]) // (frames[sid] or 1) + 1))]
+            last = len(piece) == len(body)
+            h2.send_data(sid, piece, end_stream=last and not trailers[sid], pad_length=padding)
+            pending[sid] = body[len(piece) :]
+            if last:
+                del pending[sid]
+                if trailers[sid]:
+                    h2.send_headers(sid, [(b"x-trailer", b"t")], end_stream=True)
+        out = h2.data_to_send()
+        for piece in chunks(out, cut):
+            session.feed(piece)
+        back = session.take()
+        if not out and not back and not pending:
+            break
+        for event in h2.receive_data(back):
+            if isinstance(event, DataReceived):
+                answers[event.stream_id] += event.data
+                h2.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
+            elif isinstance(event, StreamEnded):
+                ended.add(event.stream_id)
+            assert not isinstance(event, RequestReceived)
+    assert ended == set(bodies)
+    assert {sid: bytes(body) for sid, body in answers.items()} == bodies
+    assert session.streams == {}
+
+
+ANSWERS = st.lists(
+    st.tuples(
+        st.sampled_from([0, 1, 5, 16385, 70000]),  # answer body
+        st.booleans(),  # trailers
+        st.booleans(),  # an informational 100 first
+    ),
+    min_size=1,
+    max_size=5,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    answers=ANSWERS,
+    window=st.sampled_from([1000, 65535]),
+    table=st.sampled_from([None, 0, 100]),
+    cut=st.sampled_from([0, 1, 1000]),
+)
+def test_a_client_session_reads_h2_servers_answers_whole(
+    answers: list[tuple[int, bool, bool]], window: int, table: int | None, cut: int
+) -> None:
+    """An h2 server that grants any window and shrinks the HPACK table: every request arrives whole at
+    it, and every answer (after any 100 Continue) arrives whole at the session's Peer."""
+    peer = Recorder()
+    session = client(peer)
+    h2 = H2Connection(H2Configuration(client_side=False, header_encoding=None))
+    values = {SettingCodes.INITIAL_WINDOW_SIZE: window}
+    if table is not None:
+        values[SettingCodes.HEADER_TABLE_SIZE] = table
+    h2.local_settings = Settings(client=False, initial_values=values)
+    h2.initiate_connection()
+    h2.receive_data(session.take())
+    session.feed(h2.data_to_send())
+    h2.receive_data(session.take())
+    wanted: dict[int, tuple[int, bool, bool]] = {}
+    to_send: dict[int, bytes] = {}
+    for n, answer in enumerate(answers):
+        head = [(b":method", b"POST"), (b":scheme", b"http"), (b":authority", b"up"), (b":path", b"/%d" % n)]
+        sid = session.open([*head, (b"x-n", b"%d" % n)], False)
+        wanted[sid] = answer
+        to_send[sid] = bytes([n]) * 3000
+    received: dict[int, bytearray] = {}
+    replies: dict[int, bytes] = {}
+    for _ in range(2000):
+        for sid in list(to_send):  # the session sends its bodies within the server's windows
+            body = to_send[sid]
+            room = session.room(sid)
+            if room > 0:
+                session.send_data(sid, body[:room], room >= len(body))
+                to_send[sid] = body[room:]
+                if room >= len(body):
+                    del to_send[sid]
+        out = session.take()
+        for event in h2.receive_data(out):
+            if isinstance(event, RequestReceived):
+                received[event.stream_id] = bytearray()
+            elif isinstance(event, DataReceived):
+                received[event.stream_id] += event.data
+                h2.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
+            elif isinstance(event, StreamEnded):
+                size, with_trailers, informational = wanted[event.stream_id]
+                if informational:
+                    h2.send_headers(event.stream_id, [(b":status", b"100")])
+                h2.send_headers(
+                    event.stream_id,
+                    [(b":status", b"200"), (b"content-type", b"application/grpc")],
+                    end_stream=not size and not with_trailers,
+                )
+                if size or with_trailers:
+                    replies[event.stream_id] = bytes([event.stream_id]) * size
+        for sid in list(replies):  # the server answers within the session's windows
+            body = replies[sid]
+            room = min(h2.local_flow_control_window(sid), h2.max_outbound_frame_size)
+            if room <= 0 and body:
+                continue
+            piece = body[:room]
+            last = len(piece) == len(body)
+            h2.send_data(sid, piece, end_stream=last and not wanted[sid][1])
+            replies[sid] = body[len(piece) :]
+            if last:
+                del replies[sid]
+                if wanted[sid][1]:
+                    h2.send_headers(sid, [(b"grpc-status", b"0")], end_stream=True)
+        back = h2.data_to_send()
+        for piece in chunks(back, cut):
+            session.feed(piece)
+        if not out and not back and not to_send and not replies:
+            break
+    for n, sid in enumerate(wanted):
+        size, with_trailers, _ = wanted[sid]
+        assert bytes(received[sid]) == bytes([n]) * 3000
+        got = peer.got[sid]
+        assert got.head is not None and (b":status", b"200") in got.head
+        assert bytes(got.body) == bytes([sid]) * size
+        assert got.ended
+        assert (got.trailers is not None) == with_trailers
+    assert session.streams == {}
+
+
+def served() -> tuple[Session, Recorder, H2Connection]:
+    """A server session that has read an h2 client's preface and SETTINGS."""
+    peer = Recorder()
+    session = server(peer)
+    h2 = H2Connection(H2Configuration(client_side=True, header_encoding=None))
+    h2.initiate_connection()
+    session.feed(h2.data_to_send())
+    h2.receive_data(session.take())
+    return session, peer, h2
+
+
+def test_window_updates_go_out_once_half_a_window_was_passed_on() -> None:
+    """The proxy reopens a client's windows in WINDOW_UPDATEs of half the window or more, not one per
+    DATA frame: fewer frames each way."""
+    session, _peer, h2 = served()
+    head = [(b":method", b"POST"), (b":scheme", b"http"), (b":authority", b"a"), (b":path", b"/")]
+    h2.send_headers(1, head)
+    updates: list[tuple[int, int]] = []
+    for _ in range(40):
+        h2.send_data(1, b"x" * 1000)
+        session.feed(h2.data_to_send())
+        updates += [
+            (event.stream_id, event.delta)
+            for event in h2.receive_data(session.take())
+            if isinstance(event, WindowUpdated)
+        ]
+    assert updates == [(1, 33000)]  # the stream's window is 65535: one update, past half of it
+
+
+def test_frames_on_a_stream_it_reset_are_ignored_but_not_on_one_that_ended() -> None:
+    """DATA still in flight on a stream the proxy reset is dropped (its window given back); DATA on a
+    stream the client had ended is a connection error, STREAM_CLOSED (RFC 9113 §5.1)."""
+    session, peer, h2 = served()
+    head = [(b":method", b"POST"), (b":scheme", b"http"), (b":authority", b"a"), (b":path", b"/")]
+    h2.send_headers(1, head)
+    session.feed(h2.data_to_send())
+    session.reset(1, f.CANCEL)
+    h2.send_data(1, b"late")  # sent before the client read the reset
+    session.feed(h2.data_to_send())
+    assert peer.got[1].body == bytearray()
+    h2.receive_data(session.take())
+    h2.send_headers(3, head, end_stream=True)
+    session.feed(h2.data_to_send())
+    late = f.frame(f.DATA, 0, 3, b"x")  # h2 itself would refuse to send it
+    with pytest.raises(SessionError) as caught:
+        session.feed(late)
+    assert caught.value.code == f.STREAM_CLOSED
+
+
+def test_a_peer_settings_window_change_moves_every_open_stream() -> None:
+    """SETTINGS_INITIAL_WINDOW_SIZE changes the window of streams already open by the difference
+    (RFC 9113 §6.9.2), down as well as up, and the relay is told when sending may resume."""
+    session, _peer, h2 = served()
+    head = [(b":method", b"POST"), (b":scheme", b"http"), (b":authority", b"a"), (b":path", b"/")]
+    h2.send_headers(1, head)  # the request goes on: the answer's side stays open too
+    session.feed(h2.data_to_send())
+    assert session.room(1) == 16384
+    h2.update_settings({SettingCodes.INITIAL_WINDOW_SIZE: 10})
+    session.feed(h2.data_to_send())
+    assert session.room(1) == 10
+    h2.update_settings({SettingCodes.INITIAL_WINDOW_SIZE: 100000})
+    session.feed(h2.data_to_send())
+    assert session.room(1) == 16384
+
+
+def test_nothing_is_sent_on_a_stream_after_its_end() -> None:
+    """Once the proxy ended a stream, sending on it raises StreamGone instead of writing a frame."""
+    session, _peer, h2 = served()
+    head = [(b":method", b"GET"), (b":scheme", b"http"), (b":authority", b"a"), (b":path", b"/")]
+    h2.send_headers(1, head)
+    session.feed(h2.data_to_send())
+    session.send_headers(1, [(b":status", b"200")], True)
+    session.take()
+    for send in (lambda: session.send_data(1, b"x", False), lambda: session.room(1)):
+        with pytest.raises(StreamGone):
+            send()
+    assert session.take() == b""
