@@ -21,6 +21,7 @@ from tokenrelay.proxy.bearer import REJECT_INTERVAL
 from tokenrelay.testing import FakeClock, loopback_certificates
 from tokenrelay.tokens.sts import Issued
 
+from ..support.cancelling import cancel_as_it_wakes
 from ..support.h2client import Answer, GoawayKeepsStreams, RawH2
 from ..support.h2server import H2Echo, H2Proxied
 from ..support.proxy import Echo, Observed, Proxied, ServerFactory, StartProxy, Tokens
@@ -334,6 +335,26 @@ async def test_sigterm_drain_sends_goaway_and_finishes_the_stream(h2proxied: H2P
     assert json.loads(answer.body) == {"slow": "done"}
     await stopping
     await client.wait_closed()
+    await client.close()
+
+
+async def test_a_stop_cancelled_as_the_drain_ends_is_cancelled(h2proxied: H2Proxied) -> None:
+    """The proxy's drain cancelled (the sidecar's own shutdown cut short) just as its last stream ends:
+    the stop ends cancelled, as asked, instead of going on as if no cancel had come."""
+    client = await RawH2.open(h2proxied.proxy.port)
+    sid = client.request(b"/slow")
+    while not h2proxied.echo.seen:
+        await asyncio.sleep(0.01)
+    stopping = asyncio.ensure_future(h2proxied.proxy.stop())
+    while client.goaway is None:
+        client.changed.clear()
+        await asyncio.wait_for(client.changed.wait(), 10)
+    cancel_as_it_wakes(stopping)
+    h2proxied.echo.gate.set()
+    await client.answer(sid)
+    with pytest.raises(asyncio.CancelledError):
+        await stopping
+    assert stopping.cancelled()
     await client.close()
 
 
