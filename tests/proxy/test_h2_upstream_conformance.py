@@ -708,3 +708,23 @@ async def test_an_upstream_push_promise_gets_an_error_answer_not_a_hang(scripted
     assert reply.status == b"502"
     assert json.loads(reply.body)["details"][0]["reason"] == "UPSTREAM_FAILED"
     await still_serves(scripted)
+
+
+async def test_a_401_that_came_before_the_whole_body_leaves_no_stream_open_at_the_upstream(
+    unopened: Scripted,
+) -> None:
+    """A 401 ending the stream while most of the request body still waits for the upstream's window:
+    the call is healed on a new stream, and the first is reset (NO_ERROR) rather than left half open,
+    where it would count against the upstream's concurrent streams for as long as the connection
+    lives (RFC 9113 §5.1.2, §8.1)."""
+    client, up, sid = await upload_through(unopened, bytes(1000))
+    await settled(up, sid, 100)  # the rest waits for a window the upstream never opens
+    up.send(up.headers(sid, [(b":status", b"401")], end=True))
+    again, _ = await up.next_request()
+    up.send(window_update(again, 1000))
+    assert await up.request_body(again) == bytes(1000)
+    answer(up, again, body=b"healed")
+    reply = await client.answer(3)
+    await client.close()
+    assert (reply.status, reply.body) == (b"200", b"healed")
+    assert [(f.sid, f.code) for f in up.of_kind(RST_STREAM)] == [(sid, E.NO_ERROR)]
