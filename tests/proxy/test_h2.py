@@ -318,16 +318,23 @@ async def test_methods_and_paths_an_http1_request_line_could_not_carry_are_refus
     assert h2proxied.echo.seen == []
 
 
-async def test_sigterm_drain_sends_goaway_and_finishes_the_stream(h2proxied: H2Proxied) -> None:
-    """Stopping the proxy: GOAWAY at once, the stream in flight still gets its answer, then the close."""
+async def stopping_with_a_stream_in_flight(h2proxied: H2Proxied) -> tuple[RawH2, int, asyncio.Task[None]]:
+    """A client's stream waiting at the upstream (``/slow``), the proxy stopping, its GOAWAY received."""
     client = await RawH2.open(h2proxied.proxy.port)
     sid = client.request(b"/slow")
     while not h2proxied.echo.seen:
         await asyncio.sleep(0.01)
-    stopping = asyncio.ensure_future(h2proxied.proxy.stop())
+    stopping = asyncio.create_task(h2proxied.proxy.stop())
     while client.goaway is None:
         client.changed.clear()
         await asyncio.wait_for(client.changed.wait(), 10)
+    return client, sid, stopping
+
+
+async def test_sigterm_drain_sends_goaway_and_finishes_the_stream(h2proxied: H2Proxied) -> None:
+    """Stopping the proxy: GOAWAY at once, the stream in flight still gets its answer, then the close."""
+    client, sid, stopping = await stopping_with_a_stream_in_flight(h2proxied)
+    assert client.goaway is not None
     assert client.goaway.last_stream_id == sid
     assert client.goaway.error_code == 0
     h2proxied.echo.gate.set()
@@ -341,14 +348,7 @@ async def test_sigterm_drain_sends_goaway_and_finishes_the_stream(h2proxied: H2P
 async def test_a_stop_cancelled_as_the_drain_ends_is_cancelled(h2proxied: H2Proxied) -> None:
     """The proxy's drain cancelled (the sidecar's own shutdown cut short) just as its last stream ends:
     the stop ends cancelled, as asked, instead of going on as if no cancel had come."""
-    client = await RawH2.open(h2proxied.proxy.port)
-    sid = client.request(b"/slow")
-    while not h2proxied.echo.seen:
-        await asyncio.sleep(0.01)
-    stopping = asyncio.ensure_future(h2proxied.proxy.stop())
-    while client.goaway is None:
-        client.changed.clear()
-        await asyncio.wait_for(client.changed.wait(), 10)
+    client, sid, stopping = await stopping_with_a_stream_in_flight(h2proxied)
     cancel_as_it_wakes(stopping)
     h2proxied.echo.gate.set()
     await client.answer(sid)
