@@ -8,7 +8,9 @@ if TYPE_CHECKING:
     from .errors import (
         ConfigError,
         ExchangeError,
+        ExchangeTimeout,
         IdTokenError,
+        IdTokenExpired,
         TokenRelayError,
         TokenUnavailable,
         UnknownAudience,
@@ -17,7 +19,9 @@ if TYPE_CHECKING:
 __all__ = [
     "ConfigError",
     "ExchangeError",
+    "ExchangeTimeout",
     "IdTokenError",
+    "IdTokenExpired",
     "TokenRelayError",
     "TokenUnavailable",
     "UnknownAudience",

@@ -142,7 +142,7 @@ CASES = {
             "AZURESUBSCRIPTION_SERVICE_CONNECTION_ID": "0b1c2d3e-conn",
         },
         says="Azure Pipelines' OIDC endpoint (SYSTEM_OIDCREQUESTURI) for service connection 0b1c2d3e-conn "
-        "answered HTTP 401: TF400813: The user is not authorized to access this resource.",
+        "answered HTTP 401: TF400813: The user is not authorized to access this resource",
         fix="map the job's access token into the step (`env: SYSTEM_ACCESSTOKEN: $(System.AccessToken)`) "
         "and name the workload-identity service connection with --azure-service-connection-id",
     ),
@@ -228,6 +228,7 @@ def test_a_failing_source_is_one_line_naming_its_fix(
     said = f"tokenrelay exec: no token for audience {AUDIENCE}: {filled(case.says)}"
     assert line.startswith(said), line
     assert filled(case.fix) in line[len(said) :], line
+    assert ".;" not in line, line  # the platform's full stop gives way to the fix
     assert not marker.exists()
     assert "Traceback" not in result.stderr
     for secret in (*SECRETS.values(), EXPIRED, EXPIRED.split(".")[1]):

@@ -69,7 +69,8 @@ def explained(source: IdTokenSource, error: IdTokenError) -> IdTokenError:
     ``renewal`` for a token that expired, else its ``fix``)."""
     expired = isinstance(error, IdTokenExpired)
     todo = source.renewal() if expired else source.fix()
-    told = (IdTokenExpired if expired else IdTokenError)(f"{error.message}; {todo}")
+    said = error.message.removesuffix(".")  # a platform's own sentence, then ours: "x; fix", not "x.; fix"
+    told = (IdTokenExpired if expired else IdTokenError)(f"{said}; {todo}")
     told.retryable, told.retry_after = error.retryable, error.retry_after
     return told
 
