@@ -394,3 +394,36 @@ def test_nothing_is_sent_on_a_stream_after_its_end() -> None:
         with pytest.raises(StreamGone):
             send()
     assert session.take() == b""
+
+
+def test_a_client_that_never_acknowledges_the_settings_still_uploads_past_the_default_window() -> None:
+    """Until a client acknowledges the proxy's SETTINGS it goes by the default window (65,535); the
+    proxy reopens that window by halves of it, not of the larger one it announced, so a body of any
+    size still goes through (a client slow to acknowledge, or one that never does)."""
+    peer = Recorder()
+    session = Session(
+        peer,
+        client=False,
+        settings={f.INITIAL_WINDOW_SIZE: 256 * 1024},
+        decoder=BlockMemo(),
+        max_block=32 * 1024,
+        connection_window=1 << 20,
+    )
+    peer.session = session
+    h2 = H2Connection(H2Configuration(client_side=True, header_encoding=None))
+    h2.initiate_connection()
+    ack = f.frame(f.SETTINGS, f.ACK, 0)
+    head = [(b":method", b"POST"), (b":scheme", b"http"), (b":authority", b"a"), (b":path", b"/")]
+    h2.send_headers(1, head)
+    body = bytes(range(256)) * 800  # 204,800 bytes
+    sent = 0
+    for _ in range(100):
+        room = min(h2.local_flow_control_window(1), h2.max_outbound_frame_size, len(body) - sent)
+        if room > 0:
+            h2.send_data(1, body[sent : sent + room], end_stream=sent + room == len(body))
+            sent += room
+        session.feed(h2.data_to_send().replace(ack, b""))  # the acknowledgement never reaches it
+        h2.receive_data(session.take())
+        if sent == len(body):
+            break
+    assert bytes(peer.got[1].body) == body

@@ -238,7 +238,8 @@ class Session:
         stream = self.streams.get(sid)
         if stream is not None and not stream.remote_closed:
             stream.unacked += size
-            if stream.unacked >= self.local_window >> 1:
+            # half the window in force: the default one until the peer acknowledges our SETTINGS
+            if stream.unacked >= self._stream_window >> 1:
                 self.out += f.window_update(sid, stream.unacked)
                 stream.recv_window += stream.unacked
                 stream.unacked = 0
