@@ -20,7 +20,7 @@ from cryptography.hazmat.primitives import serialization
 from tokenrelay.kube import admission
 
 from ..kube.test_webhook_server import HOST, write_pki
-from ..support.image import REPO, Image, RunningEmulator, emulator
+from ..support.image import NO_PYTHON, REPO, Image, RunningEmulator, base_archive, build_on, emulator
 from ..support.kube import FIXTURES, INJECTOR, review
 from ..support.paths import short_dir
 from ..support.production import free_port
@@ -207,3 +207,46 @@ def test_the_image_leaves_out_the_emulator_and_pip_and_says_so(image: Image) -> 
     assert result.stderr.count("\n") == 1
     assert result.stderr.startswith("tokenrelay emulate: this installation lacks the Python module ")
     assert "pip install tokenrelay" in result.stderr
+
+
+# Run in the image: the extension modules (ELF shared objects) of the virtualenv that still hold debug
+# sections, read from their section headers (ELF64, little-endian: the image's platform).
+DEBUG_SECTIONS = r"""
+import pathlib, struct
+found = []
+for path in pathlib.Path("/opt/tokenrelay").rglob("*.so*"):
+    data = path.read_bytes() if path.is_file() else b""
+    if data[:4] != b"\x7fELF":
+        continue
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    size, count, names = struct.unpack_from("<HHH", data, 0x3A)
+    table = struct.unpack_from("<Q", data, shoff + names * size + 0x18)[0]
+    for i in range(count):
+        name = struct.unpack_from("<I", data, shoff + i * size)[0]
+        if data[table + name : table + name + 7] == b".debug_":
+            found.append(path.name)
+            break
+print(len(list(pathlib.Path("/opt/tokenrelay").rglob("*.so*"))), sorted(set(found)))
+"""
+
+
+def test_the_images_extension_modules_are_stripped(image: Image) -> None:
+    """The builder stage strips the extension modules (uvloop, cryptography, aiohttp, PyYAML...) of
+    their debug symbols, about 25 MB an image would carry to every pod for nothing."""
+    probe = image.engine.docker(
+        "run", "--rm", *HARDENED, "--entrypoint=python", image.tag, "-c", DEBUG_SECTIONS,
+    )  # fmt: skip
+    count, found = probe.stdout.split(" ", 1)
+    assert int(count) > 10  # the probe did look at them
+    assert found.strip() == "[]"
+
+
+def test_a_runtime_base_without_the_builders_python_is_a_build_error_naming_the_fix(image: Image) -> None:
+    """PYTHON_IMAGE changed without BUILDER_IMAGE (another Python, or none): the build stops with one
+    line naming both build arguments, instead of an image whose entrypoint cannot start."""
+    image.engine.docker("import", str(base_archive(NO_PYTHON)), "local/debian:bookworm-no-python")
+    result = build_on(image.engine, "local/debian:bookworm-no-python")
+    assert result.returncode != 0
+    said = result.stdout + result.stderr
+    assert "error: BUILDER_IMAGE and PYTHON_IMAGE must carry the same Python" in said
+    assert "pass --build-arg BUILDER_IMAGE" in said

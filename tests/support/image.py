@@ -1,7 +1,8 @@
 """The container image as it ships: built from the project's Dockerfile once per test session.
 
 No registry image can be pulled here, so the base comes from Debian packages (``mmdebstrap``, imported
-as ``PYTHON_IMAGE``, cached between sessions); the build runs on a private ``dockerd`` (its own data
+as ``PYTHON_IMAGE``, and the same with binutils as ``BUILDER_IMAGE``, each cached between sessions);
+the build runs on a private ``dockerd`` (its own data
 root, exec root and socket) with no network at all, the Dockerfile's offline way: every wheel is in the
 context's ``wheelhouse/``, made beforehand by this virtualenv's pip. ``reaper`` makes sure engines and
 nodes stop even when the test session is killed.
@@ -32,6 +33,7 @@ from .paths import short_dir
 REPO = Path(__file__).resolve().parents[2]
 TAG = "tokenrelay:test"
 BASE_TAG = "local/python:3.11-bookworm"
+BUILDER_TAG = "local/python:3.11-bookworm-binutils"  # the stand-in for python:3.12-bookworm, the builder
 TOKENRELAY = str(Path(sys.executable).parent / "tokenrelay")
 # The stand-in for python:3.12-slim-bookworm: Debian's Python with no documentation, locales or apt
 # (the essential variant), merged /usr done by mmdebstrap's hook rather than by the usrmerge package
@@ -40,7 +42,7 @@ MMDEBSTRAP = [
     "mmdebstrap",
     "--quiet",
     "--variant=essential",
-    "--include=python3,python3-venv,python-is-python3,ca-certificates",
+    "--include=python3,python3-venv,python-is-python3,ca-certificates",  # BUILDER adds binutils
     '--aptopt=Apt::Install-Recommends "false"',
     "--dpkgopt=path-exclude=/usr/share/doc/*",
     "--dpkgopt=path-include=/usr/share/doc/*/copyright",
@@ -51,6 +53,15 @@ MMDEBSTRAP = [
     "--customize-hook=rm -rf $1/var/lib/apt/lists/* $1/var/cache/apt/*",
     "bookworm",
 ]
+# The builder's: the same Python, with binutils for the Dockerfile's strip.
+BUILDER = [
+    *(
+        arg.replace("ca-certificates", "ca-certificates,binutils") if arg.startswith("--include=") else arg
+        for arg in MMDEBSTRAP
+    )
+]
+# A base without Python: a runtime stage whose Python the builder's virtualenv cannot run on.
+NO_PYTHON = [*("--include=ca-certificates" if arg.startswith("--include=") else arg for arg in MMDEBSTRAP)]
 # What .dockerignore lets through, and so what the build context needs.
 CONTEXT = ["Dockerfile", ".dockerignore", "pyproject.toml", "README.md", "src", "scripts"]
 
@@ -184,22 +195,37 @@ def wheelhouse(directory: Path) -> None:
     )
 
 
-def base_archive() -> Path:
-    """The mmdebstrap base, kept between sessions like pip's cache (a minute or two to make, the longest
-    step of the build); a change of MMDEBSTRAP makes a new one."""
+def base_archive(command: list[str] = MMDEBSTRAP) -> Path:
+    """An mmdebstrap base (the runtime's, or the builder's), kept between sessions like pip's cache (20 s
+    to a minute to make, the longest step of the build); a change of its command makes a new one."""
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tokenrelay-tests"
-    key = hashlib.sha256(json.dumps(MMDEBSTRAP).encode()).hexdigest()[:16]
+    key = hashlib.sha256(json.dumps(command).encode()).hexdigest()[:16]
     base = cache / f"base-{key}.tar"
     if not base.exists():
         cache.mkdir(parents=True, exist_ok=True)
         partial = cache / f"base-{key}.{os.getpid()}.partial.tar"  # mmdebstrap picks the format by suffix
-        subprocess.run([*MMDEBSTRAP, str(partial)], check=True, capture_output=True, timeout=600)
+        subprocess.run([*command, str(partial)], check=True, capture_output=True, timeout=600)
         partial.rename(base)
     return base
 
 
+def build_on(engine: Engine, runtime: str) -> subprocess.CompletedProcess[str]:
+    """The Dockerfile built again (its builder stage cached) on another runtime base, with its output."""
+    return engine.docker(
+        "build",
+        "--network=none",
+        f"--build-arg=PYTHON_IMAGE={runtime}",
+        f"--build-arg=BUILDER_IMAGE={BUILDER_TAG}",
+        "--build-arg=PIP_NO_INDEX=1",
+        str(engine.directory / "context"),
+        timeout=600,
+        check=False,
+    )
+
+
 def build(engine: Engine) -> Image:
     engine.docker("import", str(base_archive()), BASE_TAG)
+    engine.docker("import", str(base_archive(BUILDER)), BUILDER_TAG)
     context = engine.directory / "context"
     context.mkdir()
     for name in CONTEXT:
@@ -215,6 +241,7 @@ def build(engine: Engine) -> Image:
         "--quiet",
         "--network=none",
         f"--build-arg=PYTHON_IMAGE={BASE_TAG}",
+        f"--build-arg=BUILDER_IMAGE={BUILDER_TAG}",
         "--build-arg=PIP_NO_INDEX=1",
         f"--tag={TAG}",
         str(context),
