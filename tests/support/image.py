@@ -196,17 +196,28 @@ def wheelhouse(directory: Path) -> None:
 
 
 def base_archive(command: list[str] = MMDEBSTRAP) -> Path:
-    """An mmdebstrap base (the runtime's, or the builder's), kept between sessions like pip's cache (20 s
-    to a minute to make, the longest step of the build); a change of its command makes a new one."""
+    """An mmdebstrap base (the runtime's, the builder's...), kept between sessions like pip's cache (about
+    25 s to make, the longest step of the build); a change of its command makes a new one."""
+    return base_archives(command)[0]
+
+
+def base_archives(*commands: list[str]) -> list[Path]:
+    """The bases of ``commands``, the missing ones made side by side (mmdebstrap waits on downloads)."""
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tokenrelay-tests"
-    key = hashlib.sha256(json.dumps(command).encode()).hexdigest()[:16]
-    base = cache / f"base-{key}.tar"
-    if not base.exists():
-        cache.mkdir(parents=True, exist_ok=True)
-        partial = cache / f"base-{key}.{os.getpid()}.partial.tar"  # mmdebstrap picks the format by suffix
-        subprocess.run([*command, str(partial)], check=True, capture_output=True, timeout=600)
+    cache.mkdir(parents=True, exist_ok=True)
+    bases = [cache / f"base-{hashlib.sha256(json.dumps(c).encode()).hexdigest()[:16]}.tar" for c in commands]
+    making = []
+    for command, base in zip(commands, bases, strict=True):
+        if not base.exists():
+            partial = base.with_suffix(f".{os.getpid()}.partial.tar")  # mmdebstrap picks the format by suffix
+            making.append((subprocess.Popen([*command, str(partial)], stdout=subprocess.DEVNULL,
+                                            stderr=subprocess.PIPE), partial, base))  # fmt: skip
+    for process, partial, base in making:
+        _, errors = process.communicate(timeout=600)
+        if process.returncode:
+            raise AssertionError(f"mmdebstrap failed: {errors.decode(errors='replace')[-3000:]}")
         partial.rename(base)
-    return base
+    return bases
 
 
 def build_on(engine: Engine, runtime: str) -> subprocess.CompletedProcess[str]:
@@ -224,8 +235,11 @@ def build_on(engine: Engine, runtime: str) -> subprocess.CompletedProcess[str]:
 
 
 def build(engine: Engine) -> Image:
-    engine.docker("import", str(base_archive()), BASE_TAG)
-    engine.docker("import", str(base_archive(BUILDER)), BUILDER_TAG)
+    runtime, builder, _ = base_archives(
+        MMDEBSTRAP, BUILDER, NO_PYTHON
+    )  # the last for one test, made meanwhile
+    engine.docker("import", str(runtime), BASE_TAG)
+    engine.docker("import", str(builder), BUILDER_TAG)
     context = engine.directory / "context"
     context.mkdir()
     for name in CONTEXT:
