@@ -17,6 +17,7 @@ from h2.events import (
     WindowUpdated,
 )
 from h2.settings import SettingCodes, Settings
+from hpack.hpack import Encoder
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -427,3 +428,94 @@ def test_a_client_that_never_acknowledges_the_settings_still_uploads_past_the_de
         if sent == len(body):
             break
     assert bytes(peer.got[1].body) == body
+
+
+class Listener:
+    """A Peer that only listens: what the session makes of any bytes, and nothing the relay adds."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def on_head(self, sid: int, headers: Headers, end: bool) -> None:
+        self.calls += 1
+
+    def on_trailers(self, sid: int, headers: Headers) -> None:
+        self.calls += 1
+
+    def on_data(self, sid: int, data: bytes, flow: int, end: bool) -> None:
+        self.calls += 1
+
+    def on_reset(self, sid: int, code: int) -> None:
+        self.calls += 1
+
+    def on_window(self, sid: int) -> None:
+        self.calls += 1
+
+    def on_goaway(self, last_sid: int, code: int) -> None:
+        self.calls += 1
+
+
+FRAMES = st.lists(
+    st.tuples(
+        st.integers(0, 12),  # type: every defined one, and unknown ones
+        st.integers(0, 255),  # flags
+        st.sampled_from([0, 1, 1, 3, 2, 2**31 - 1]),  # stream id: the open one most
+        st.one_of(
+            st.binary(max_size=40),
+            st.sampled_from(
+                [b"", bytes(4), bytes(5), bytes(6), bytes(8), b"\x00\x00\x00\x01\x00\x00\xff\xff"]
+            ),
+        ),
+    ),
+    max_size=8,
+)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(frames=FRAMES, client=st.booleans(), cut=st.sampled_from([0, 1, 5]))
+def test_any_frames_are_read_or_refused_with_a_connection_error(
+    frames: list[tuple[int, int, int, bytes]], client: bool, cut: int
+) -> None:
+    """Whatever frames a hostile peer sends, of any type, flags, stream and payload, after a proper
+    start: the session reads them or raises SessionError with an RFC 9113 code, nothing else (no
+    IndexError, struct.error, KeyError...), and what it writes back is whole frames."""
+    peer = Listener()
+    session = Session(
+        peer,
+        client=client,
+        settings={f.MAX_CONCURRENT_STREAMS: 100, f.INITIAL_WINDOW_SIZE: 65535},
+        decoder=UpstreamDecoder() if client else BlockMemo(),
+        max_block=32 * 1024,
+    )
+    head = [(b":method", b"POST"), (b":scheme", b"http"), (b":authority", b"a"), (b":path", b"/")]
+    if client:  # stream 1 open, ours, and answered: the frames that follow find it in every state
+        session.open(head, False)
+        opening = f.frame(f.HEADERS, f.END_HEADERS, 1, Encoder().encode([(b":status", b"200")]))
+    else:  # stream 1 opened by the peer
+        opening = f.frame(f.HEADERS, f.END_HEADERS, 1, Encoder().encode(head))
+    data = (b"" if client else f.PREFACE) + f.settings({}) + opening
+    data += b"".join(
+        f.HEADER.pack(len(payload) << 8 | kind, flags, sid) + payload for kind, flags, sid, payload in frames
+    )
+    refused: SessionError | None = None
+    try:
+        for piece in chunks(data, cut):
+            session.feed(piece)
+    except SessionError as exc:
+        refused = exc
+    if refused is not None:
+        assert refused.code in {
+            f.PROTOCOL_ERROR,
+            f.FLOW_CONTROL_ERROR,
+            f.STREAM_CLOSED,
+            f.FRAME_SIZE_ERROR,
+            f.COMPRESSION_ERROR,
+            f.ENHANCE_YOUR_CALM,
+        }
+        assert str(refused)
+    assert peer.calls  # the opening stream, at least, was read
+    out = session.take().removeprefix(f.PREFACE)  # a client's, first
+    while out:  # whole frames, each as long as its header says
+        length = f.HEADER.unpack_from(out)[0] >> 8
+        assert len(out) >= 9 + length
+        out = out[9 + length :]
