@@ -107,8 +107,9 @@ class H2Client(asyncio.Protocol):
                 self._close()
             self.relay.flusher.run()
             return
-        if self._flooding() or self.resets > self.limits.h2_resets:
-            self._calm("control frame flood" if self._flooding() else "rapid reset")
+        flood = self._flooding()
+        if flood or self.resets > self.limits.h2_resets:
+            self._calm("control frame flood" if flood else "rapid reset")
         self.mark()
         self.relay.flusher.run()
 

@@ -115,7 +115,6 @@ class Session:
         self.streams: dict[int, StreamState] = {}
         self.out = bytearray()
         self.closed = False  # GOAWAY sent for an error, or the connection is gone: nothing more is read
-        self.goaway_received = False
         self.controls = 0
         self._buffer = b""
         self._preface = not client  # a client's preface still to check
@@ -226,7 +225,7 @@ class Session:
         the frame that ended it, such as a malformed answer, RFC 9113 §8.1.1)."""
         if self.streams.pop(sid, None) is not None or ended:
             self.out += f.rst_stream(sid, code)
-            self._forget(sid)
+            self._remember_reset(sid)
 
     def ack(self, sid: int, size: int) -> None:
         """``size`` bytes the peer sent on ``sid`` were passed on: its windows may open again."""
@@ -259,7 +258,7 @@ class Session:
         gone = [sid for sid in self.streams if sid > last_sid]
         for sid in gone:
             del self.streams[sid]
-            self._forget(sid)
+            self._remember_reset(sid)
         return gone
 
     # -- reading ---------------------------------------------------------------------------------------
@@ -380,7 +379,6 @@ class Session:
                     raise SessionError(f.PROTOCOL_ERROR, "GOAWAY on a stream")
                 if length < 8:
                     raise SessionError(f.FRAME_SIZE_ERROR, "GOAWAY shorter than 8 bytes")
-                self.goaway_received = True
                 peer.on_goaway(f.u32(payload) & 0x7FFFFFFF, f.u32(payload, 4))
             elif kind == f.PRIORITY:
                 self.controls += 1
@@ -455,8 +453,7 @@ class Session:
             self.send_window += increment
             if self.send_window > f.LARGEST_WINDOW:
                 raise SessionError(f.FLOW_CONTROL_ERROR, "the connection's window beyond 2^31-1")
-            self._opened.pop(0, None)
-            self._opened[0] = None  # last: the streams named first take their share of it
+            self._open_all()
             return
         stream = self.streams.get(sid)
         if stream is None:
@@ -479,7 +476,7 @@ class Session:
         if len(payload) != 4:
             raise SessionError(f.FRAME_SIZE_ERROR, "RST_STREAM not of 4 bytes")
         if self.streams.pop(sid, None) is not None:
-            self._forget(sid)
+            self._remember_reset(sid)
             self.peer.on_reset(sid, f.u32(payload))
         elif self._idle(sid):
             raise SessionError(f.PROTOCOL_ERROR, f"RST_STREAM on idle stream {sid}")
@@ -525,10 +522,15 @@ class Session:
             # MAX_HEADER_LIST_SIZE is advisory; unknown settings are ignored (§6.5.2)
         self.out += f.frame(f.SETTINGS, f.ACK, 0)
         if opened:
-            self._opened.pop(0, None)
-            self._opened[0] = None
+            self._open_all()
 
     # -- helpers ---------------------------------------------------------------------------------------
+
+    def _open_all(self) -> None:
+        """The connection's window opened (or every stream's): told last, so that the streams named
+        in the same read take their share of it first."""
+        self._opened.pop(0, None)
+        self._opened[0] = None
 
     def _unpad(self, payload: bytes) -> bytes:
         if not payload or payload[0] >= len(payload):
@@ -557,7 +559,8 @@ class Session:
         self.reset(sid, code)
         self.peer.on_reset(sid, code)
 
-    def _forget(self, sid: int) -> None:
+    def _remember_reset(self, sid: int) -> None:
+        """Frames the peer sent before it learnt of the reset are ignored, not refused."""
         resets = self._resets
         resets[sid] = None
         if len(resets) > RESETS_REMEMBERED:

@@ -163,10 +163,7 @@ class H2Upstream(asyncio.Protocol):
         self.flusher.run()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self.closed = True
-        self.session.closed = True
-        self.pool.discard(self)
-        self._lose_all("the upstream closed the connection", unprocessed=False)
+        self.close("the upstream closed the connection")
         self.flusher.run()
 
     def pause_writing(self) -> None:
