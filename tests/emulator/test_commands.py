@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import sys
 from collections.abc import AsyncIterator
@@ -14,7 +15,7 @@ import aiohttp
 import jwt
 import pytest
 
-from tokenrelay.emulator import commandpaths
+from tokenrelay.emulator import Emulator, EmulatorServer, commandpaths
 
 BIN = Path(sys.executable).parent
 TOKENRELAY = str(BIN / "tokenrelay")
@@ -185,3 +186,44 @@ async def test_emulate_prints_the_aws_and_spiffe_settings_that_work(tmp_path: Pa
             claims = jwt.decode((await source.read()).value, options={"verify_signature": False})
             assert claims["aud"] == found["emulator"][0], name
     Path(socket_path).unlink(missing_ok=True)
+
+
+PLATFORM_DOCS = Path(__file__).resolve().parents[2] / "docs" / "platforms"
+# an export whose value is `tokenrelay emulate mint ...`, as a page's offline recipe prints it
+MINT_RECIPE = re.compile(r'export [^`\n]*"\$\(tokenrelay emulate mint [^`\n]*\)"')
+
+
+def offline_recipes() -> dict[str, list[str]]:
+    """Each platform page's `tokenrelay emulate mint` exports, from its "Try it offline" section."""
+    recipes = {}
+    for page in sorted(PLATFORM_DOCS.glob("*.md")):
+        section = page.read_text().partition("## Try it offline")[2].partition("\n## ")[0]
+        if found := MINT_RECIPE.findall(section):
+            recipes[page.stem] = found
+    return recipes
+
+
+@pytest.mark.parametrize("name", ["gitlab", "bitbucket", "circleci"])
+async def test_each_platform_pages_offline_mint_recipe_yields_a_token_its_source_reads(name: str) -> None:
+    """The offline recipe of the GitLab, Bitbucket and CircleCI pages, run as printed in a shell against
+    a running emulator, exports a token with the platform's issuer and subject that its source reads."""
+    from tokenrelay.emulator.platforms import PLATFORMS
+    from tokenrelay.tokens.idsources import SOURCES, SourceInputs
+
+    recipes = offline_recipes()
+    assert set(recipes) == {"gitlab", "bitbucket", "circleci"}
+    async with EmulatorServer(Emulator()) as server:
+        shell = {"PATH": f"{BIN}{os.pathsep}{fresh_shell()['PATH']}", "TOKENRELAY_EMULATOR_URL": server.url}
+        script = "\n".join([*recipes[name], "env"])
+        run = await asyncio.create_subprocess_exec(
+            "sh", "-c", script, env=shell, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+        )
+        out, err = await run.communicate()
+        assert run.returncode == 0, err.decode()
+        environ = dict(line.split("=", 1) for line in out.decode().splitlines() if "=" in line)
+        exported = {key: value for key, value in environ.items() if key not in shell}
+        exported["PATH"] = "/nonexistent"  # the platform's own CLI absent: the source reads the variable
+        source = SOURCES[name].build(SourceInputs(environ=exported, audience=server.url))
+        claims = jwt.decode((await source.read()).value, options={"verify_signature": False})
+    assert claims["iss"] == PLATFORMS[name].issuer
+    assert claims["sub"] == PLATFORMS[name].claims(server.url)["sub"]

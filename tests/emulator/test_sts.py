@@ -223,3 +223,20 @@ async def test_mint_endpoint_refuses_malformed_requests(world: World) -> None:
         async with world.http.post(world.url + "/emulator/v1/mint", json=body) as r:
             assert r.status == 400, body
             assert (await r.json())["code"] == 3
+
+
+async def test_mint_for_a_platform_uses_its_subject_unless_one_is_given(world: World) -> None:
+    """A platform mint without sub (or with null, as older `emulate mint` sent) carries the platform's own
+    subject; with sub, that subject and still the platform's issuer."""
+    from tokenrelay.emulator.platforms import PLATFORMS
+
+    gitlab = PLATFORMS["gitlab"]
+    for body, subject in (
+        ({"platform": "gitlab"}, gitlab.claims(world.url)["sub"]),
+        ({"platform": "gitlab", "sub": None}, gitlab.claims(world.url)["sub"]),
+        ({"platform": "gitlab", "sub": "project_path:mine/app:ref_type:tag:ref:v1"}, None),
+    ):
+        async with world.http.post(world.url + "/emulator/v1/mint", json=body) as r:
+            assert r.status == 200, body
+            claims = jwt.decode((await r.json())["token"], options={"verify_signature": False})
+        assert (claims["iss"], claims["sub"]) == (gitlab.issuer, subject or body["sub"])

@@ -206,11 +206,14 @@ class Emulator:
         """Platform tokens on demand (``tokenrelay emulate mint``); loopback callers only."""
         _loopback_only(request, "minting")
         check_query(request, (), STS_DOMAIN)
-        body = await json_body(request, STS_DOMAIN)
+        # a null field is an absent one: the emulator's URL, the platform's own subject, an hour
+        body = {
+            name: value for name, value in (await json_body(request, STS_DOMAIN)).items() if value is not None
+        }
         fields = Fields(body, ("sub", "aud", "lifetime", "platform"), STS_DOMAIN)
-        platform = fields.text("platform", limit=64) if body.get("platform") is not None else ""
+        platform = fields.text("platform", limit=64)
         subject = fields.text("sub", required=not platform, limit=1024)
-        audience = fields.text("aud", limit=2048) if body.get("aud") is not None else ""
+        audience = fields.text("aud", limit=2048)
         lifetime = body.get("lifetime", 3600)
         if (
             isinstance(lifetime, bool)
@@ -222,7 +225,8 @@ class Emulator:
             fields.add("platform", f"one of {', '.join(PLATFORMS)}")
         fields.check()
         if platform:
-            token = mint_as(self.issuer, platform, audience or self.base_url, lifetime)
+            more = {"sub": subject} if subject else None
+            token = mint_as(self.issuer, platform, audience or self.base_url, lifetime, more)
         else:
             token = self.issuer.mint(subject, audience or self.base_url, lifetime)
         return api.respond({"token": token})

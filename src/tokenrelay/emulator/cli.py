@@ -105,7 +105,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     actions = parser.add_subparsers(dest="action", metavar="ACTION")
     mint = actions.add_parser("mint", help="print a platform OIDC token signed by a running emulator")
-    mint.add_argument("--sub", help="the token's subject (required unless --platform)")
+    mint.add_argument(
+        "--sub",
+        help="the token's subject (required unless --platform; with it, default the platform's own, "
+        "e.g. gitlab's project_path:acme/app:ref_type:branch:ref:main)",
+    )
     mint.add_argument("--aud", help="the token's audience (default: the emulator's URL)")
     mint.add_argument("--lifetime", type=_seconds, default=3600.0, metavar="SECONDS", help="Default: 3600")
     mint.add_argument(
@@ -121,7 +125,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     mint.add_argument(
         "--platform",
         choices=PLATFORM_NAMES,
-        help="mint with this platform's issuer and claims (docs/emulator.md); --sub is then ignored",
+        help="mint with this platform's issuer and claims (docs/emulator.md); --sub, if given, replaces "
+        "its subject",
     )
     for name, summary in STAND_INS.items():
         stand_in = actions.add_parser(name, help=summary, add_help=False)
@@ -205,9 +210,11 @@ def _mint(args: argparse.Namespace) -> int:
             "tokenrelay emulate mint: give --sub SUBJECT, or --platform NAME for a platform's own"
         )
     url = args.url.rstrip("/") + "/emulator/v1/mint"
-    payload = {"sub": args.sub, "aud": args.aud, "lifetime": args.lifetime}
-    if args.platform:
-        payload["platform"] = args.platform
+    # a field left out is the emulator's default: the platform's own subject, the emulator's URL
+    given = {"sub": args.sub, "aud": args.aud, "platform": args.platform}
+    payload = {"lifetime": args.lifetime} | {
+        name: value for name, value in given.items() if value is not None
+    }
 
     def fetch() -> str:
         # the URL is the user's own --url, an http:// address of an emulator
