@@ -3,7 +3,8 @@
 The sealed payload holds the cursor (sort key of the last result served), the order, when it was
 issued and a digest of the query that made it; the digest binds a token to that query, so a token
 reused with other filters is refused by name rather than silently continuing another list. Any
-token that does not open — forged, truncated, edited, from another emulator — is code 3.
+token that does not open — forged, truncated, edited (even to another base64 spelling of the same
+bytes), from another emulator — is code 3.
 """
 
 from __future__ import annotations
@@ -32,6 +33,10 @@ def _not_ours() -> Exception:
     return invalid_argument("page_token", "not a page token from this API (pass nextPageToken unchanged)")
 
 
+def _encode(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+
 def query_digest(query_id: str) -> str:
     return hashlib.sha256(query_id.encode()).hexdigest()[:32]
 
@@ -54,7 +59,7 @@ class PageTokens:
     def seal(self, payload: dict[str, Any]) -> str:
         nonce = os.urandom(_NONCE)
         sealed = self._aead.encrypt(nonce, json.dumps(payload, separators=(",", ":")).encode(), _CONTEXT)
-        return base64.urlsafe_b64encode(nonce + sealed).rstrip(b"=").decode()
+        return _encode(nonce + sealed)
 
     def open(self, token: str) -> dict[str, Any]:
         """The payload of a token this emulator sealed; code 3 for anything else."""
@@ -62,6 +67,10 @@ class PageTokens:
             raise _not_ours()
         try:
             raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+            # the decoder skips stray characters and ignores a last character's unused bits: only the
+            # spelling seal() made is ours, so a token has one form and an edited one is never accepted
+            if _encode(raw) != token:
+                raise ValueError("not the canonical spelling")
             plain = self._aead.decrypt(raw[:_NONCE], raw[_NONCE:], _CONTEXT)
             payload = json.loads(plain)
         except (binascii.Error, ValueError, InvalidTag):
