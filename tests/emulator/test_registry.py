@@ -9,12 +9,13 @@ from collections.abc import AsyncIterator
 
 import jwt
 import pytest
+from yarl import URL
 
 from tokenrelay.emulator.registry.blobs import Limits
 from tokenrelay.emulator.registry.manifests import DOCKER_LIST, DOCKER_MANIFEST, OCI_INDEX
 
 from ..support.emulator import World
-from .registry_client import Registry, digest, image_manifest
+from .registry_client import Answer, Registry, digest, image_manifest
 
 APP = "acme/app"
 PUSH = f"repository:{APP}:pull,push"
@@ -442,3 +443,21 @@ async def test_unknown_names_paths_and_methods(reg: Registry) -> None:
     for method, path, status, code in cases:
         answer = await reg.call(method, path, token)
         assert (answer.status, answer.error()["code"]) == (status, code), path
+
+
+@pytest.mark.parametrize(
+    "name", ["acme/../app", "acme/./app", "acme/app/..", "acme/app/.", "./acme/app", "../acme"]
+)
+async def test_names_with_dot_components_are_refused(reg: Registry, name: str) -> None:
+    """An image name with a `.` or `..` component, sent as is (not normalised by the client): a pull and
+    a push are NAME_INVALID, the token realm grants nothing on it, and no repo is made."""
+    token = await reg.token("owner", f"repository:{name}:pull,push", PUSH)
+    for method, rest in (("GET", "tags/list"), ("POST", "blobs/uploads/"), ("PUT", "manifests/v1")):
+        url = URL(f"{reg.world.url}/v2/{name}/{rest}", encoded=True)
+        async with reg.world.http.request(method, url, headers={"Authorization": f"Bearer {token}"}) as r:
+            answer = Answer(r.status, r.headers, await r.read())
+        assert (answer.status, answer.error()["code"]) == (400, "NAME_INVALID"), (method, rest)
+    granted = await reg.token_answer(reg.world.tokens["owner"], f"repository:{name}:pull,push")
+    access = jwt.decode(granted.json()["token"], options={"verify_signature": False})["access"]
+    assert (granted.status, access) == (200, [])
+    assert reg.world.emulator.store.repos == {}
