@@ -315,6 +315,57 @@ def test_agent_mode_through_the_admission_chain_adds_no_container(injector: Inje
     assert comparable(stored_offline) == comparable(stored), difference(stored, stored_offline)
 
 
+# what the injector sets in an app container, per mode, as docs/kubernetes.md and docs/agent.md list it
+INJECTED_ENV = {
+    "sidecar": {
+        "TOKENRELAY_SOCKET": "/var/run/tokenrelay/tokenrelay.sock",
+        "TOKENRELAY_PROXY_URL": "http://127.0.0.1:8080",
+    },
+    "agent": {
+        "TOKENRELAY_SOCKET": "/var/run/tokenrelay-agent/agent.sock",
+        "TOKENRELAY_AGENT_TOKEN_FILE": "/var/run/secrets/tokenrelay/oidc-token",
+        "TOKENRELAY_IDENTITY": AGENT_UID,
+    },
+}
+
+
+@pytest.mark.parametrize("mode", sorted(INJECTED_ENV))
+def test_a_variable_the_container_already_sets_to_the_injectors_value_is_kept_once(
+    injector: Injector, mode: str
+) -> None:
+    """A container that already sets the injector's variables to the injector's values keeps its own
+    entries, each once and in its order, through the webhook and through `tokenrelay inject` alike;
+    a container without them gets each once."""
+    plane = injector.plane
+    where = f"own-env-{mode}"
+    labels = {INJECT: "enabled", "pod-security.kubernetes.io/enforce": "privileged"}
+    namespace(plane, where, labels, {"default"})
+    pod = bare(f"own-env-{mode}", identity=AGENT_UID)
+    if mode == "agent":
+        pod = agent_mode(pod, pod["metadata"]["name"])
+    else:
+        pod["metadata"]["annotations"]["tokenrelay.dev/proxy"] = "on"
+    own = [{"name": "LOG_LEVEL", "value": "info"}]
+    own += [{"name": name, "value": value} for name, value in reversed(INJECTED_ENV[mode].items())]
+    bystander = copy.deepcopy(pod["spec"]["containers"][0])
+    bystander["name"] = "bystander"
+    pod["spec"]["containers"][0]["env"] = own
+    pod["spec"]["containers"].append(bystander)
+    pod = in_namespace(pod, where)
+    args = ["--auth-url", INJECTOR.auth_url, "--api-url", INJECTOR.api_url, "--image", INJECTOR.image]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOKENRELAY_")}
+    done = subprocess.run(
+        [cli(), "inject", *args], input=json.dumps(pod), capture_output=True, text=True, env=env, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    envs = {
+        how: [container["env"] for container in result["spec"]["containers"]]
+        for how, result in (("webhook", created(plane, pod)), ("inject", yaml.safe_load(done.stdout)))
+    }
+    added = [{"name": name, "value": value} for name, value in INJECTED_ENV[mode].items()]
+    assert envs == {"webhook": [own, added], "inject": [own, added]}
+
+
 @pytest.mark.parametrize(
     ("level", "admitted"), [("restricted", False), ("baseline", False), ("privileged", True)]
 )
