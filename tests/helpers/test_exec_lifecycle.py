@@ -3,6 +3,8 @@ its environment holds, and how the relay fails, with the installed command and r
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
 import signal
 import socket
@@ -23,7 +25,7 @@ from tokenrelay.testing import FakeTokenService, ThreadedServer, loopback_certif
 from ..support.execrun import exec_argv, exec_env, private_dirs, run_exec
 from ..support.helpers import Stack, require
 from ..support.paths import short_dir
-from ..support.waiting import eventually_blocking
+from ..support.waiting import Lines, eventually_blocking
 
 pytestmark = pytest.mark.e2e
 
@@ -80,13 +82,23 @@ def test_signals_are_forwarded_to_the_command(stack: Stack, env: dict[str, str])
         """
     )
     argv = exec_argv(stack.token_server.url, command=[sys.executable, "-c", child])
-    with subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, text=True) as process:
+    # a session of its own: no terminal's foreground group (exec leaves keyboard signals to it then),
+    # and one group to end, exec and the command both, when a signal is lost
+    with subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, start_new_session=True) as process:
         assert process.stdout is not None
-        assert process.stdout.readline() == "ready\n"
-        for sent in (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGTERM):
-            process.send_signal(sent)
-            assert process.stdout.readline() == f"{sent.name}\n"
-        assert process.wait(30) == 42
+        lines = Lines(process.stdout)
+        try:
+            assert lines.next("the command to start") == "ready"
+            for sent in (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGTERM):
+                process.send_signal(sent)
+                assert lines.next(f"the command to hear {sent.name}", timeout=10) == sent.name
+            assert process.wait(30) == 42
+        except BaseException:
+            with contextlib.suppress(
+                ProcessLookupError
+            ):  # else the with waits for exec, or the command lingers
+                os.killpg(process.pid, signal.SIGKILL)
+            raise
     assert private_dirs(env["TMPDIR"]) == []
 
 

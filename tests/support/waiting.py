@@ -4,8 +4,11 @@ predicate against a deadline, and fail naming what never happened. Timing is nev
 from __future__ import annotations
 
 import asyncio
+import os
+import select
 import time
 from collections.abc import Callable
+from typing import IO
 
 
 async def eventually(
@@ -28,3 +31,29 @@ def eventually_blocking(
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
         time.sleep(0.02)
+
+
+class Lines:
+    """The lines of a subprocess's pipe, each waited for against a deadline: a line that never comes
+    fails naming what was awaited, where ``readline()`` would block for good."""
+
+    def __init__(self, pipe: IO[bytes], timeout: float = 20.0) -> None:
+        self._fd = pipe.fileno()  # read raw: a buffered reader's data is invisible to select()
+        self._buffer = b""
+        self._timeout = timeout
+
+    def next(self, what: str, timeout: float | None = None) -> str:
+        """The next line, without its newline; AssertionError naming ``what`` at the deadline or EOF."""
+        limit = self._timeout if timeout is None else timeout
+        deadline = time.monotonic() + limit
+        while b"\n" not in self._buffer:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(f"timed out after {limit:g}s waiting for {what}")
+            if select.select([self._fd], [], [], left)[0]:
+                chunk = os.read(self._fd, 4096)
+                if not chunk:
+                    raise AssertionError(f"the output ended before {what} (so far: {self._buffer!r})")
+                self._buffer += chunk
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return line.decode()
