@@ -18,7 +18,7 @@ from email.utils import parsedate_to_datetime
 from ..errors import ExchangeError
 from . import aip193
 from .jwtclaims import plausible_time
-from .redact import REDACTED, scrub
+from .redact import scrub, without
 from .timestamps import parse_timestamp
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: the helpers import this module
@@ -124,12 +124,7 @@ def refusal(
 def redacted(text: str, id_token: str) -> str:
     """``text`` with the bearer (as sent, or percent-encoded as in a URL) and anything JWT-shaped
     replaced by [secure]: a service that quotes it back must not get it into our errors."""
-    from urllib.parse import quote  # only on a refusal: the helpers' success path never pays for it
-
-    for form in (id_token, quote(id_token, safe="")):
-        if form:
-            text = text.replace(form, REDACTED)
-    return scrub(text)
+    return scrub(without(text, (id_token,)))
 
 
 def _where_to(location: str, id_token: str) -> str:
