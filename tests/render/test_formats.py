@@ -133,6 +133,34 @@ def test_maven_takes_over_a_pasted_server_of_its_id_in_place() -> None:
     assert two.index("<id>repo.example.com</id>") < two.rindex("<id>127.0.0.1:4873</id>")
 
 
+def test_maven_sets_the_users_own_server_aside_and_gives_it_back_where_it_stood() -> None:
+    """The user's ``<server>`` for a host tokenrelay renders (any username but ``_token``) is set
+    aside whole, never read by Maven beside tokenrelay's (one ``<server>`` per id), and a stop with
+    it gives the user's file back byte for byte; tokenrelay's own are never set aside."""
+    theirs = (
+        "<server>\n            <id>repo.example.com</id>\n"
+        "            <password>my&amp;own</password>\n        </server>"
+    )
+    user = SETTINGS.replace(
+        "        <server>\n            <id>corp</id>",
+        f"        {theirs}\n        <server>\n            <id>corp</id>",
+    )
+    fmt = parse("maven=x").format
+    owned, first = entries("maven=x", "tokA")
+    assert fmt.set_aside(user, owned) == {"repo.example.com": theirs}
+    aside = fmt.set_aside(user, owned)
+    running = fmt.render(user, owned, first, aside)
+    assert running is not None and "my&amp;own" not in running
+    assert fmt.set_aside(running, owned) == {}
+    ns = {"m": "http://maven.apache.org/SETTINGS/1.0.0"}
+    root = ElementTree.fromstring(running)  # noqa: S314 - our own output
+    ids = [s.findtext("m:id", "", namespaces=ns) for s in root.findall("m:servers/m:server", ns)]
+    assert sorted(ids) == ["127.0.0.1:4873", "corp", "repo.example.com"]
+    assert fmt.render(running, owned, [], aside) == user
+    partial = fmt.render(running, owned, first[:1], aside)  # no token for it yet: the user's serves
+    assert partial is not None and "my&amp;own" in partial and "tokA1" not in partial
+
+
 def test_maven_ids_come_from_render_maven_ids() -> None:
     """--render-maven-ids names a host's ``<server>`` by the repository id the user's POM uses."""
     from tokenrelay.render import options
@@ -168,6 +196,28 @@ def test_docker_config_edits_only_its_auths_members() -> None:
     auths = json.loads(two)["auths"]
     assert base64.b64decode(auths["127.0.0.1:4873"]["auth"]) == b"_token:tokB0"
     assert parse("docker-config=x").format.tokens(two)["repo.example.com"] == "tokB1"
+
+
+def test_docker_config_sets_the_users_own_auths_entry_aside_and_gives_it_back() -> None:
+    """The user's ``auths`` member for a host tokenrelay renders (an ``auth`` that is not
+    ``_token:...``, or credentials of any other shape) is set aside, replaced while tokenrelay runs,
+    and a stop with it gives the file back byte for byte."""
+    user = DOCKER.replace(
+        '"example.org"', '"repo.example.com": {"username": "me", "password": "pw"},\n    "example.org"'
+    )
+    fmt = parse("docker-config=x").format
+    owned, first = entries("docker-config=x", "tokA")
+    aside = fmt.set_aside(user, owned)
+    assert aside == {"repo.example.com": '{"username": "me", "password": "pw"}'}
+    running = fmt.render(user, owned, first, aside)
+    assert running is not None
+    assert json.loads(running)["auths"]["repo.example.com"] == json.loads(_entry_value("_token:tokA1"))
+    assert fmt.set_aside(running, owned) == {}
+    assert fmt.render(running, owned, [], aside) == user
+
+
+def _entry_value(credentials: str) -> str:
+    return json.dumps({"auth": base64.b64encode(credentials.encode()).decode()})
 
 
 @pytest.mark.parametrize(
