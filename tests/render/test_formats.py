@@ -93,6 +93,17 @@ def test_block_formats_keep_any_user_lines(lines: list[str]) -> None:
         assert user in two
 
 
+@pytest.mark.parametrize("spec", ["netrc=x", "npmrc=x"])
+@pytest.mark.parametrize("token", ["a b", "a\tb", "a\nmachine evil.example login x password y", "a#b", 'a"b'])
+def test_line_formats_refuse_a_token_that_would_change_the_lines_meaning(spec: str, token: str) -> None:
+    """A token with whitespace, a quote or a comment sign is never written into ``.netrc`` or
+    ``.npmrc``, where it would end the entry early or add one (a machine of someone else's)."""
+    host = parse_spec("repo.example.com")
+    fmt = parse(spec).format
+    with pytest.raises(FormatError, match="the token holds a space, quote, '#' or backslash"):
+        fmt.render(NETRC, [fmt.key(host)], [Entry(fmt.key(host), host, token, "2026-11-27T12:00:00.000Z")])
+
+
 SETTINGS = """<?xml version="1.0" encoding="UTF-8"?>
 <!-- my settings -->
 <settings xmlns="http://maven.apache.org/SETTINGS/1.0.0">
@@ -159,6 +170,22 @@ def test_maven_sets_the_users_own_server_aside_and_gives_it_back_where_it_stood(
     assert fmt.render(running, owned, [], aside) == user
     partial = fmt.render(running, owned, first[:1], aside)  # no token for it yet: the user's serves
     assert partial is not None and "my&amp;own" in partial and "tokA1" not in partial
+
+
+def test_maven_escapes_the_token_as_xml_text() -> None:
+    """A token holding XML's own characters is written escaped: the file stays XML, and the password
+    Maven reads is the token exactly."""
+    token = "a&b<c>d\"e'f"
+    fmt = parse("maven=x").format
+    host = parse_spec("repo.example.com")
+    written = fmt.render(
+        SETTINGS, [host.netloc], [Entry(host.netloc, host, token, "2026-11-27T12:00:00.000Z")]
+    )
+    assert written is not None
+    ns = {"m": "http://maven.apache.org/SETTINGS/1.0.0"}
+    servers = ElementTree.fromstring(written).findall("m:servers/m:server", ns)  # noqa: S314 - our own output
+    passwords = {s.findtext("m:id", "", ns): s.findtext("m:password", "", ns) for s in servers}
+    assert passwords["repo.example.com"] == token
 
 
 def test_maven_ids_come_from_render_maven_ids() -> None:
