@@ -235,6 +235,20 @@ def test_after_a_crash_the_next_start_still_gives_the_users_entry_back(tmp_path:
     assert not path.with_name(filename + ".tokenrelay-aside").exists()
 
 
+@pytest.mark.parametrize("name", list(USERS_OWN))
+def test_a_run_that_never_got_a_token_after_a_crash_still_gives_the_users_entry_back(
+    tmp_path: Path, name: str
+) -> None:
+    """After a crash, a run whose exchanges all fail (nothing written) still puts the user's entry
+    back at its clean stop, and takes the crashed run's stale entry out."""
+    filename, user = USERS_OWN[name]
+    path = tmp_path / filename
+    path.write_text(user)
+    exchange(RenderSink(parse(f"{name}={path}"), HOSTS), "before-the-crash")  # never cleared
+    RenderSink(parse(f"{name}={path}"), HOSTS).clear()
+    assert path.read_text() == user
+
+
 @pytest.mark.parametrize(
     ("spec", "skeleton"),
     [

@@ -97,8 +97,8 @@ class RenderSink:
 
     def clear(self) -> None:
         """Take tokenrelay's entries out (a clean stop); errors are logged, not raised."""
-        if self._existed is None:
-            return  # never written: nothing of ours is there
+        if self._existed is None and not aside.path_for(self.render.path).exists():
+            return  # never written, nothing set aside by a run before: nothing of ours is there
         try:
             self._apply([])
         except SinkError as exc:
