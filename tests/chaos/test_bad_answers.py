@@ -32,6 +32,13 @@ def expired(service: FakeTokenService) -> Behaviour:
     return behaviour
 
 
+def unsafe(service: FakeTokenService) -> Behaviour:
+    async def behaviour(request: web.Request) -> web.StreamResponse:
+        return web.json_response({"token": service.mint(request.query["aud"]) + "\x0c$(id)"})
+
+    return behaviour
+
+
 def unauthenticated(service: FakeTokenService) -> Behaviour:
     async def behaviour(request: web.Request) -> web.StreamResponse:
         return refusal(
@@ -56,6 +63,7 @@ def denied(service: FakeTokenService) -> Behaviour:
 CASES = {
     "garbage": (garbage, "body that is not JSON"),
     "expired": (expired, "too short-lived"),
+    "unsafe": (unsafe, "answered a token holding U+000C, which no bearer token may hold"),
     "401": (unauthenticated, "OIDC token signature does not verify (UNAUTHENTICATED, reason BAD_SIGNATURE"),
     "403": (denied, "identity does not match the token's subject (PERMISSION_DENIED, reason CLAIM_MISMATCH"),
 }

@@ -64,6 +64,35 @@ def test_success_without_a_usable_token_is_an_error_naming_the_url(raw: bytes, m
 
 
 @pytest.mark.parametrize(
+    ("token", "shown"),
+    [
+        ("abc\x0bdef", "U+000B"),
+        ("abc\x0cdef", "U+000C"),
+        ("abc\x01def", "U+0001"),
+        ("$(id)", "U+0024"),
+        ("a<b&c", "U+003C"),
+        ("ab=cd", "U+003D before its end"),
+        ("tök", "U+00F6"),
+    ],
+)
+def test_a_token_outside_rfc_6750s_b64token_is_refused_without_showing_it(token: str, shown: str) -> None:
+    """A token holding a character no bearer token may hold (a control character, shell syntax, XML
+    markup) is an error naming the character by code point, never the token."""
+    raw = json.dumps({"token": f"secretpart{token}"}).encode()
+    with pytest.raises(ExchangeError) as refused:
+        token_from(raw, URL)
+    assert f"answered a token holding {shown}, which no bearer token may hold" in refused.value.message
+    assert "secretpart" not in refused.value.message
+    assert refused.value.retryable
+
+
+def test_every_b64token_is_taken() -> None:
+    """Letters, digits, ``-._~+/`` and trailing ``=`` (JWTs, base64, opaque tokens) are all taken."""
+    for token in ("eyJh.eyJi.c2ln", "A-Z_a~z.0+9/x==", "t1", "x" * 4000):
+        assert token_from(json.dumps({"token": token}).encode(), URL) == (token, None)
+
+
+@pytest.mark.parametrize(
     ("value", "expected"),
     [
         (1_900_000_000, 1_900_000_000.0),

@@ -6,10 +6,13 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
 
 from tokenrelay.doctor.report import Outcome
 from tokenrelay.emulator.platforms import PLATFORMS, mint
@@ -119,3 +122,26 @@ async def test_a_source_whose_extra_is_not_installed_names_the_pip_command_as_it
     assert read.outcome is Outcome.FAILED
     assert read.message.endswith(f"pip install 'tokenrelay[{name}]'")
     assert read.fix == f"pip install 'tokenrelay[{name}]'"
+
+
+async def test_a_platform_that_echoes_its_credential_never_gets_it_into_the_report(
+    platform: Platform, environ: dict[str, str], aiohttp_server: Callable[..., Awaitable[TestServer]]
+) -> None:
+    """Azure's identity endpoint quoting back the IDENTITY_HEADER it got: oidc.read fails in the
+    platform's words with [secure] in its place, and the report holds the secret nowhere."""
+
+    async def echo(request: web.Request) -> web.Response:
+        said = f"refused {request.headers.get('X-IDENTITY-HEADER')}"
+        return web.json_response({"message": said}, status=400)
+
+    app = web.Application()
+    app.router.add_get("/msi", echo)
+    server = await aiohttp_server(app)
+    environ.update(
+        {"IDENTITY_ENDPOINT": str(server.make_url("/msi")), "IDENTITY_HEADER": "echoed-header-secret"}
+    )
+    report = await doctor(platform.argv("--id-token-source", "azure"), environ)
+    read = finding(report, "oidc.read")
+    assert read.outcome is Outcome.FAILED
+    assert "answered HTTP 400: refused [secure]" in read.message, read.message
+    assert "echoed-header-secret" not in report.text() + report.json()

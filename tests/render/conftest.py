@@ -25,6 +25,7 @@ from ..support.render import (
     UserFiles,
     bare_repository,
     cargo_app,
+    docker_config,
     files_app,
     goproxy_app,
     maven_app,
@@ -54,7 +55,10 @@ def render_stack() -> Iterator[RenderStack]:
     for server in servers.values():
         server.start()
     home = workdir / "home"
-    user = UserFiles(maven=maven_settings(f"{servers['maven'].url}/maven2"))
+    user = UserFiles(
+        maven=maven_settings(f"{servers['maven'].url}/maven2"),
+        docker=docker_config(servers["registry"].netloc),
+    )
     files = {
         "netrc": (home / ".netrc", user.netrc),
         "npmrc": (home / ".npmrc", user.npmrc),

@@ -93,6 +93,17 @@ def test_block_formats_keep_any_user_lines(lines: list[str]) -> None:
         assert user in two
 
 
+@pytest.mark.parametrize("spec", ["netrc=x", "npmrc=x"])
+@pytest.mark.parametrize("token", ["a b", "a\tb", "a\nmachine evil.example login x password y", "a#b", 'a"b'])
+def test_line_formats_refuse_a_token_that_would_change_the_lines_meaning(spec: str, token: str) -> None:
+    """A token with whitespace, a quote or a comment sign is never written into ``.netrc`` or
+    ``.npmrc``, where it would end the entry early or add one (a machine of someone else's)."""
+    host = parse_spec("repo.example.com")
+    fmt = parse(spec).format
+    with pytest.raises(FormatError, match="the token holds a space, quote, '#' or backslash"):
+        fmt.render(NETRC, [fmt.key(host)], [Entry(fmt.key(host), host, token, "2026-11-27T12:00:00.000Z")])
+
+
 SETTINGS = """<?xml version="1.0" encoding="UTF-8"?>
 <!-- my settings -->
 <settings xmlns="http://maven.apache.org/SETTINGS/1.0.0">
@@ -133,6 +144,50 @@ def test_maven_takes_over_a_pasted_server_of_its_id_in_place() -> None:
     assert two.index("<id>repo.example.com</id>") < two.rindex("<id>127.0.0.1:4873</id>")
 
 
+def test_maven_sets_the_users_own_server_aside_and_gives_it_back_where_it_stood() -> None:
+    """The user's ``<server>`` for a host tokenrelay renders (any username but ``_token``) is set
+    aside whole, never read by Maven beside tokenrelay's (one ``<server>`` per id), and a stop with
+    it gives the user's file back byte for byte; tokenrelay's own are never set aside."""
+    theirs = (
+        "<server>\n            <id>repo.example.com</id>\n"
+        "            <password>my&amp;own</password>\n        </server>"
+    )
+    user = SETTINGS.replace(
+        "        <server>\n            <id>corp</id>",
+        f"        {theirs}\n        <server>\n            <id>corp</id>",
+    )
+    fmt = parse("maven=x").format
+    owned, first = entries("maven=x", "tokA")
+    assert fmt.set_aside(user, owned) == {"repo.example.com": theirs}
+    aside = fmt.set_aside(user, owned)
+    running = fmt.render(user, owned, first, aside)
+    assert running is not None and "my&amp;own" not in running
+    assert fmt.set_aside(running, owned) == {}
+    ns = {"m": "http://maven.apache.org/SETTINGS/1.0.0"}
+    root = ElementTree.fromstring(running)  # noqa: S314 - our own output
+    ids = [s.findtext("m:id", "", namespaces=ns) for s in root.findall("m:servers/m:server", ns)]
+    assert sorted(ids) == ["127.0.0.1:4873", "corp", "repo.example.com"]
+    assert fmt.render(running, owned, [], aside) == user
+    partial = fmt.render(running, owned, first[:1], aside)  # no token for it yet: the user's serves
+    assert partial is not None and "my&amp;own" in partial and "tokA1" not in partial
+
+
+def test_maven_escapes_the_token_as_xml_text() -> None:
+    """A token holding XML's own characters is written escaped: the file stays XML, and the password
+    Maven reads is the token exactly."""
+    token = "a&b<c>d\"e'f"
+    fmt = parse("maven=x").format
+    host = parse_spec("repo.example.com")
+    written = fmt.render(
+        SETTINGS, [host.netloc], [Entry(host.netloc, host, token, "2026-11-27T12:00:00.000Z")]
+    )
+    assert written is not None
+    ns = {"m": "http://maven.apache.org/SETTINGS/1.0.0"}
+    servers = ElementTree.fromstring(written).findall("m:servers/m:server", ns)  # noqa: S314 - our own output
+    passwords = {s.findtext("m:id", "", ns): s.findtext("m:password", "", ns) for s in servers}
+    assert passwords["repo.example.com"] == token
+
+
 def test_maven_ids_come_from_render_maven_ids() -> None:
     """--render-maven-ids names a host's ``<server>`` by the repository id the user's POM uses."""
     from tokenrelay.render import options
@@ -168,6 +223,28 @@ def test_docker_config_edits_only_its_auths_members() -> None:
     auths = json.loads(two)["auths"]
     assert base64.b64decode(auths["127.0.0.1:4873"]["auth"]) == b"_token:tokB0"
     assert parse("docker-config=x").format.tokens(two)["repo.example.com"] == "tokB1"
+
+
+def test_docker_config_sets_the_users_own_auths_entry_aside_and_gives_it_back() -> None:
+    """The user's ``auths`` member for a host tokenrelay renders (an ``auth`` that is not
+    ``_token:...``, or credentials of any other shape) is set aside, replaced while tokenrelay runs,
+    and a stop with it gives the file back byte for byte."""
+    user = DOCKER.replace(
+        '"example.org"', '"repo.example.com": {"username": "me", "password": "pw"},\n    "example.org"'
+    )
+    fmt = parse("docker-config=x").format
+    owned, first = entries("docker-config=x", "tokA")
+    aside = fmt.set_aside(user, owned)
+    assert aside == {"repo.example.com": '{"username": "me", "password": "pw"}'}
+    running = fmt.render(user, owned, first, aside)
+    assert running is not None
+    assert json.loads(running)["auths"]["repo.example.com"] == json.loads(_entry_value("_token:tokA1"))
+    assert fmt.set_aside(running, owned) == {}
+    assert fmt.render(running, owned, [], aside) == user
+
+
+def _entry_value(credentials: str) -> str:
+    return json.dumps({"auth": base64.b64encode(credentials.encode()).decode()})
 
 
 @pytest.mark.parametrize(

@@ -85,3 +85,58 @@ def test_once_writes_the_renders_and_leaves_them(token_service: ThreadedServer, 
     assert process.returncode == 0, stderr
     assert "machine registry.example.test login _token password " in (home / ".netrc").read_text()
     assert "//registry.example.test/:_authToken=" in (home / "made/.npmrc").read_text()
+
+
+USER_SETTINGS = """<?xml version="1.0" encoding="UTF-8"?>
+<settings xmlns="http://maven.apache.org/SETTINGS/1.0.0">
+  <servers>
+    <server>
+      <id>registry.example.test</id>
+      <username>me</username>
+      <password>my-own-password</password>
+    </server>
+  </servers>
+</settings>
+"""
+USER_DOCKER = '{\n  "auths": {\n    "registry.example.test": {"auth": "bWU6bXktb3duLXBhc3N3b3Jk"}\n  }\n}\n'
+
+
+def test_the_users_own_entries_survive_a_crash_and_come_back_at_the_next_clean_stop(
+    token_service: ThreadedServer, home: Path
+) -> None:
+    """The user's own ``<server>`` and ``auths`` entry for a rendered host give way to tokenrelay's
+    while it runs; after a SIGKILL the next run keeps them still, and its clean stop gives both
+    files back byte for byte."""
+    from tokenrelay.render import parse
+
+    settings, config = home / ".m2" / "settings.xml", home / ".docker" / "config.json"
+    for path, text in ((settings, USER_SETTINGS), (config, USER_DOCKER)):
+        path.parent.mkdir()
+        path.write_text(text)
+    renders = (f"--render=maven={settings}", f"--render=docker-config={config}")
+
+    def tokens() -> list[str | None]:
+        return [
+            parse(f"{name}=x").format.tokens(path.read_text()).get("registry.example.test")
+            for name, path in (("maven", settings), ("docker-config", config))
+        ]
+
+    crashed = sidecar(token_service, home, *renders)
+    try:
+        eventually_blocking(lambda: None not in tokens(), "the first renders")
+    finally:
+        crashed.kill()
+        crashed.communicate(timeout=20)
+    stale = tokens()
+    assert "my-own-password" not in settings.read_text()
+    process = sidecar(token_service, home, *renders)
+    try:
+        eventually_blocking(lambda: None not in tokens() and tokens() != stale, "the renders after the crash")
+    finally:
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=20)
+    assert process.returncode == 0, stderr
+    assert settings.read_text() == USER_SETTINGS
+    assert config.read_text() == USER_DOCKER
+    assert sorted(p.name for p in settings.parent.iterdir()) == ["settings.xml"]
+    assert sorted(p.name for p in config.parent.iterdir()) == ["config.json"]

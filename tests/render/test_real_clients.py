@@ -60,7 +60,10 @@ def across_a_refresh(
 
 
 def assert_user_entries_kept(stack: RenderStack, name: str) -> None:
-    """Without tokenrelay's entries, the file is the user's, byte for byte."""
+    """Without tokenrelay's entries, and with the user's own that it set aside, the file is the
+    user's, byte for byte."""
+    from tokenrelay.render import aside
+
     path = stack.paths[name]
     render = parse(f"{name}={path}")
     hosts = [server.netloc for server in stack.servers.values()]
@@ -69,7 +72,8 @@ def assert_user_entries_kept(stack: RenderStack, name: str) -> None:
     owned = [render.format.key(parse_spec(host)) for host in hosts]
     if name == "maven":
         owned = ["loopback-repo", *owned]
-    assert render.format.render(path.read_text(), owned, []) == stack.original[str(path)]
+    kept = aside.load(path)
+    assert render.format.render(path.read_text(), owned, [], kept) == stack.original[str(path)]
 
 
 def test_curl_reads_the_rendered_netrc(render_stack: RenderStack, tool_env: dict[str, str]) -> None:

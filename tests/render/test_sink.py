@@ -180,3 +180,97 @@ async def test_sighup_applies_a_new_render_mode(tmp_path: Path) -> None:
     await eventually(lambda: service.issued[1] in path.read_text(), "the new token in the file")
     assert stat.S_IMODE(path.stat().st_mode) == 0o640
     await providers.stop()
+
+
+# A user's own entry for a host tokenrelay renders, in each format that names entries by host.
+USERS_OWN = {
+    "maven": (
+        "settings.xml",
+        '<?xml version="1.0" encoding="UTF-8"?>\n<settings>\n  <servers>\n    <server>\n'
+        "      <id>registry.example.test</id>\n      <username>me</username>\n"
+        "      <password>my-own-password</password>\n    </server>\n  </servers>\n</settings>\n",
+    ),
+    "docker-config": (
+        "config.json",
+        '{\n  "auths": {\n    "registry.example.test": {"auth": "bWU6bXktb3duLXBhc3N3b3Jk"}\n  }\n}\n',
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(USERS_OWN))
+def test_a_users_own_entry_for_a_rendered_host_survives_the_run_and_comes_back_at_a_clean_stop(
+    tmp_path: Path, name: str
+) -> None:
+    """The user's entry for a rendered host gives way to tokenrelay's while it runs (the file holds
+    one entry for the host), kept meanwhile in a 0600 file beside the render; a clean stop gives the
+    user's file back byte for byte and removes that file."""
+    filename, user = USERS_OWN[name]
+    path = tmp_path / filename
+    path.write_text(user)
+    sink = RenderSink(parse(f"{name}={path}"), HOSTS)
+    exchange(sink, "tok")
+    assert "bXktb3duLXBhc3N3b3Jk" not in path.read_text() and "my-own-password" not in path.read_text()
+    assert sink.render.format.tokens(path.read_text())["registry.example.test"] == "tok"
+    kept = path.with_name(filename + ".tokenrelay-aside")
+    mode = stat.S_IMODE(kept.stat().st_mode) if kept.exists() else None
+    exchange(sink, "tok2")
+    sink.clear()
+    assert path.read_text() == user
+    assert mode == 0o600
+    assert not kept.exists()
+
+
+@pytest.mark.parametrize("name", list(USERS_OWN))
+def test_after_a_crash_the_next_start_still_gives_the_users_entry_back(tmp_path: Path, name: str) -> None:
+    """A run that dies without a clean stop leaves tokenrelay's stale entry in the file; the next run
+    does not take that for the user's, and its clean stop gives the user's own entry back."""
+    filename, user = USERS_OWN[name]
+    path = tmp_path / filename
+    path.write_text(user)
+    exchange(RenderSink(parse(f"{name}={path}"), HOSTS), "before-the-crash")  # never cleared
+    again = RenderSink(parse(f"{name}={path}"), HOSTS)
+    exchange(again, "after-the-crash")
+    again.clear()
+    assert path.read_text() == user
+    assert not path.with_name(filename + ".tokenrelay-aside").exists()
+
+
+@pytest.mark.parametrize("name", list(USERS_OWN))
+def test_a_run_that_never_got_a_token_after_a_crash_still_gives_the_users_entry_back(
+    tmp_path: Path, name: str
+) -> None:
+    """After a crash, a run whose exchanges all fail (nothing written) still puts the user's entry
+    back at its clean stop, and takes the crashed run's stale entry out."""
+    filename, user = USERS_OWN[name]
+    path = tmp_path / filename
+    path.write_text(user)
+    exchange(RenderSink(parse(f"{name}={path}"), HOSTS), "before-the-crash")  # never cleared
+    RenderSink(parse(f"{name}={path}"), HOSTS).clear()
+    assert path.read_text() == user
+
+
+@pytest.mark.parametrize(
+    ("spec", "skeleton"),
+    [
+        ("docker-config=config.json", '{\n\t"auths": {}\n}\n'),
+        ("maven=settings.xml", None),
+        ("npmrc=.npmrc", ""),
+        ("netrc=.netrc", ""),
+    ],
+)
+def test_a_users_file_that_is_only_a_skeleton_survives_a_clean_stop(
+    tmp_path: Path, spec: str, skeleton: str | None
+) -> None:
+    """A file the user had before, even one holding nothing but what tokenrelay would create (an
+    empty file, ``{"auths": {}}``, a bare settings.xml), is theirs: a clean stop leaves it as it was."""
+    from tokenrelay.render.maven import NEW_FILE
+
+    name, _, filename = spec.partition("=")
+    path = tmp_path / filename
+    text = NEW_FILE if skeleton is None else skeleton
+    path.write_text(text)
+    sink = RenderSink(parse(f"{name}={path}"), HOSTS)
+    exchange(sink, "tok")
+    assert path.read_text() != text
+    sink.clear()
+    assert path.exists() and path.read_text() == text

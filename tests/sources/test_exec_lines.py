@@ -4,6 +4,7 @@ traceback, no secret. Each source of the registry has its case."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -55,9 +56,17 @@ SECRETS = {
 EXPIRED = make_jwt({"sub": "job", "iat": 1_000_000_000, "exp": 1_000_003_600, "nonce": "n" * 16})
 
 
+# what an endpoint that echoes its request (a misconfigured proxy, a debugging stand-in) quotes back
+ECHOED = {"host", "accept", "accept-encoding", "user-agent", "content-length", "content-type"}
+
+
 class _Refuser(BaseHTTPRequestHandler):
     def _answer(self) -> None:
         status, kind, body = REFUSALS.get(self.path.split("?")[0], (404, "text/plain", b"no such path"))
+        if self.path.startswith("/echo"):
+            said = [f"{name}: {value}" for name, value in self.headers.items() if name.lower() not in ECHOED]
+            body = json.dumps({"message": f"refused {', '.join(said)} at {self.path}"}).encode()
+            status, kind = 400, "application/json"
         length = int(self.headers.get("Content-Length") or 0)
         self.rfile.read(length)
         self.send_response(status)
@@ -232,4 +241,47 @@ def test_a_failing_source_is_one_line_naming_its_fix(
     assert not marker.exists()
     assert "Traceback" not in result.stderr
     for secret in (*SECRETS.values(), EXPIRED, EXPIRED.split(".")[1]):
+        assert secret not in result.stderr + result.stdout
+
+
+SIGNATURE = "sig0123456789abcdef0123456789"
+ECHOES = {
+    "azure": {"IDENTITY_ENDPOINT": "{URL}/echo", "IDENTITY_HEADER": "azure-identity-header-secret"},
+    "github-actions": {
+        "ACTIONS_ID_TOKEN_REQUEST_URL": "{URL}/echo?api-version=2.0&sig=" + SIGNATURE,
+        "ACTIONS_ID_TOKEN_REQUEST_TOKEN": SECRETS["ACTIONS_ID_TOKEN_REQUEST_TOKEN"],
+    },
+    "azure-pipelines": {
+        "SYSTEM_OIDCREQUESTURI": "{URL}/echo?sig=" + SIGNATURE,
+        "SYSTEM_ACCESSTOKEN": SECRETS["SYSTEM_ACCESSTOKEN"],
+        "AZURESUBSCRIPTION_SERVICE_CONNECTION_ID": "0b1c2d3e-conn",
+    },
+}
+
+
+@pytest.mark.parametrize("name", list(ECHOES))
+def test_an_endpoint_that_echoes_its_request_never_puts_the_platforms_secret_in_the_line(
+    name: str, platform: str, tmp_path: Path
+) -> None:
+    """A platform endpoint that quotes back the headers and the URL it got: exec's failure line has
+    the platform's words with the source's own secrets (identity header, request token, signed query)
+    as [secure]."""
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "LANG": "C.UTF-8"}
+    env.update({key: value.replace("{URL}", platform) for key, value in ECHOES[name].items()})
+    argv = [
+        script("tokenrelay"),
+        "exec",
+        "--auth-url=http://127.0.0.1:9",
+        f"--api-url={AUDIENCE}",
+        "--identity=acme/ci",
+        f"--id-token-source={name}",
+        "--log-level=error",
+        "--",
+        "true",
+    ]
+    result = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60, check=False)
+    [line] = result.stderr.splitlines()
+    assert result.returncode == 125, line
+    assert "answered HTTP 400: refused " in line and "[secure]" in line, line
+    for secret in ("azure-identity-header-secret", SIGNATURE, *SECRETS.values()):
         assert secret not in result.stderr + result.stdout

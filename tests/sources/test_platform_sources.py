@@ -227,3 +227,45 @@ def test_the_stand_in_commands_start_without_aiohttp() -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"
+
+
+# Each platform's secret as its platform sets it, beside what the source needs to build.
+DECLARED = {
+    "azure": (
+        {"IDENTITY_ENDPOINT": "http://127.0.0.1:9/msi", "IDENTITY_HEADER": "x/identity header"},
+        "x/identity header",
+    ),
+    "github-actions": (
+        {
+            "ACTIONS_ID_TOKEN_REQUEST_URL": "http://127.0.0.1:9/t?sig=0123456789abcdef01",
+            "ACTIONS_ID_TOKEN_REQUEST_TOKEN": "gh-req",
+        },
+        "gh-req",
+    ),
+    "azure-pipelines": (
+        {
+            "SYSTEM_OIDCREQUESTURI": "http://127.0.0.1:9/oidc",
+            "SYSTEM_ACCESSTOKEN": "ado-access",
+            "AZURESUBSCRIPTION_SERVICE_CONNECTION_ID": "c",
+        },
+        "ado-access",
+    ),
+    "buildkite": ({"BUILDKITE_AGENT_ACCESS_TOKEN": "bk-agent-access"}, "bk-agent-access"),
+    "aws": ({"AWS_REGION": "eu-west-1", "AWS_SECRET_ACCESS_KEY": "aws+secret/key"}, "aws+secret/key"),
+}
+
+
+@pytest.mark.parametrize("name", list(DECLARED))
+def test_a_platforms_secret_quoted_back_in_any_form_is_taken_out_of_the_failure(name: str) -> None:
+    """Whatever a platform quotes back of the secret the source sent it (as sent, percent-encoded, as
+    a form field), the failure line a user reads (``explained``) has [secure] in its place."""
+    from urllib.parse import quote, quote_plus
+
+    env, secret = DECLARED[name]
+    source = SOURCES[name].build(SourceInputs(environ=env, audience="https://api.example.test"))
+    echoed = f"denied {secret} / {quote(secret, safe='')} / {quote_plus(secret)}"
+    line = explained(source, IdTokenError(echoed)).message
+    assert line.startswith("denied [secure] / [secure] / [secure]; "), line
+    if name == "github-actions":  # the signed URL's query too
+        line = explained(source, IdTokenError("at /t?sig=0123456789abcdef01")).message
+        assert "0123456789abcdef01" not in line, line

@@ -287,9 +287,17 @@ class UserFiles:
     )
 
 
+def docker_config(registry: str) -> str:
+    """A user's config.json with an entry of their own for ``registry`` (which tokenrelay renders)."""
+    return UserFiles().docker.replace(
+        '"example.org"', f'"{registry}": {{"auth": "bWU6bXktb3duLXBhc3N3b3Jk"}},\n    "example.org"'
+    )
+
+
 def maven_settings(mirror: str) -> str:
-    """A user's settings.xml: their own server, a comment, and a mirror of everything onto ``mirror``
-    under the id --render-maven-ids gives the loopback repository."""
+    """A user's settings.xml: their own servers, a comment, and a mirror of everything onto ``mirror``
+    under the id --render-maven-ids gives the loopback repository, for which the user keeps a
+    ``<server>`` of their own too (whose password the server refuses: tokenrelay's must win)."""
     return f"""<?xml version="1.0" encoding="UTF-8"?>
 <settings xmlns="http://maven.apache.org/SETTINGS/1.0.0">
   <!-- everything through the company mirror -->
@@ -301,6 +309,11 @@ def maven_settings(mirror: str) -> str:
     </mirror>
   </mirrors>
   <servers>
+    <server>
+      <id>loopback-repo</id>
+      <username>me</username>
+      <password>my-own-password</password>
+    </server>
     <server>
       <id>corp</id>
       <username>me</username>

@@ -19,7 +19,7 @@ from ..lite.jwtclaims import numeric_claim, unverified_claims
 from ..lite.redact import fingerprint
 from ..lite.timestamps import format_timestamp
 from ..sidecar.daemon import id_token_source
-from ..tokens.idsources import SOURCES, Source
+from ..tokens.idsources import SOURCES, Source, unsaid
 from .report import Check, failed, passed, skipped, warning
 
 # kubelet replaces a projected token once 80% of its life has passed: a token older than that in
@@ -61,7 +61,7 @@ async def check(
     try:
         value = (await reader.read()).value
     except IdTokenError as exc:
-        return [failed("oidc.read", exc.message, reader.fix())], None
+        return [failed("oidc.read", unsaid(reader, exc.message), reader.fix())], None
     where = reader.description
     claims = unverified_claims(value)
     token = OidcToken(value, claims)

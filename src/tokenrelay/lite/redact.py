@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Iterable
 
 REDACTED = "[secure]"
 
@@ -22,6 +23,20 @@ _BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}")
 def fingerprint(secret: str) -> str:
     """First 8 hex digits of the secret's SHA-256."""
     return hashlib.sha256(secret.encode()).hexdigest()[:8]
+
+
+def without(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with each of ``secrets`` replaced by [secure], as sent and as a URL or a form would
+    carry it (percent-encoded, ``+`` for spaces), longest first so that one secret inside another
+    goes whole. For the exact secrets we sent a peer, which a peer may quote back in any shape."""
+    from urllib.parse import quote, quote_plus  # only on a failure: the helpers' start never pays
+
+    forms = {
+        form for secret in secrets if secret for form in (secret, quote(secret, safe=""), quote_plus(secret))
+    }
+    for form in sorted(forms, key=len, reverse=True):
+        text = text.replace(form, REDACTED)
+    return text
 
 
 def scrub(text: str) -> str:

@@ -11,13 +11,14 @@ start quickly and never load aiohttp.
 from __future__ import annotations
 
 import json
+import re
 import time
 from email.utils import parsedate_to_datetime
 
 from ..errors import ExchangeError
 from . import aip193
 from .jwtclaims import plausible_time
-from .redact import REDACTED, scrub
+from .redact import scrub, without
 from .timestamps import parse_timestamp
 
 TYPE_CHECKING = False  # not typing.TYPE_CHECKING: the helpers import this module
@@ -26,6 +27,10 @@ if TYPE_CHECKING:
     from typing import Any
 
 MAX_ANSWER_BYTES = 1 << 20
+# RFC 6750's b64token: the only characters a bearer token may hold. Every --render format, a
+# template's env file and an Authorization header can carry these unquoted; a control character or
+# shell syntax such as "$(...)" would break a settings.xml or run in an env file.
+B64TOKEN = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
 
 
 def retryable(status: int) -> bool:
@@ -49,6 +54,14 @@ def token_from(raw: bytes, url: str) -> tuple[str, float | None]:
         raise ExchangeError(f'token service at {url} answered 200 without a "token" string')
     if any(c in token for c in "\r\n\0 \t"):
         raise ExchangeError(f"token service at {url} answered a token with whitespace in it")
+    if B64TOKEN.fullmatch(token) is None:
+        # named by code point only: the token itself is never shown
+        bad = next((c for c in token if not (c.isascii() and (c.isalnum() or c in "-._~+/="))), "=")
+        where = "" if bad != "=" else " before its end"
+        raise ExchangeError(
+            f"token service at {url} answered a token holding U+{ord(bad):04X}{where}, which no bearer "
+            "token may hold (RFC 6750: letters, digits, -._~+/ and trailing =); the token held is kept"
+        )
     return token, stated_expiry(obj.get("expiry"))
 
 
@@ -111,12 +124,7 @@ def refusal(
 def redacted(text: str, id_token: str) -> str:
     """``text`` with the bearer (as sent, or percent-encoded as in a URL) and anything JWT-shaped
     replaced by [secure]: a service that quotes it back must not get it into our errors."""
-    from urllib.parse import quote  # only on a refusal: the helpers' success path never pays for it
-
-    for form in (id_token, quote(id_token, safe="")):
-        if form:
-            text = text.replace(form, REDACTED)
-    return scrub(text)
+    return scrub(without(text, (id_token,)))
 
 
 def _where_to(location: str, id_token: str) -> str:

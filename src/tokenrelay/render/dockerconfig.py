@@ -5,13 +5,17 @@ buildkit, Jib and crane-based tools in images with no shell, ``skopeo --authfile
 The file is edited as text, never re-serialised: a small scanner finds the members of the top-level
 object and of its ``auths`` with their places in the text, and only the ``auths`` members whose keys
 tokenrelay owns are replaced, added or taken out. Every other key, entry and space stays byte for byte.
+
+A member is tokenrelay's when its ``auth`` is ``_token:...``; any other under a host tokenrelay owns
+is the user's, set aside (``set_aside``) before its value is replaced and put back in place when
+tokenrelay's goes (JSON keeps one member of a key).
 """
 
 from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from .format import USERNAME, Entry, Format, FormatError
@@ -33,26 +37,42 @@ class Member:
 class DockerConfig(Format):
     name = "docker-config"
 
-    def render(self, existing: str | None, owned: Sequence[str], entries: Sequence[Entry]) -> str | None:
-        text = existing if existing and existing.strip() else '{\n\t"auths": {}\n}\n'
+    def set_aside(self, text: str, owned: Sequence[str]) -> dict[str, str]:
+        if not text.strip():
+            return {}
         try:
-            text = self._render(text, set(owned), entries)
+            auths = _member(text, _object(text, 0), "auths")
+            members = [] if auths is None else [_member(text, auths.value_start, key) for key in owned]
         except (ValueError, IndexError) as exc:
-            raise FormatError(
-                f"it is not a JSON object ({exc}); fix it or render into another file"
-            ) from None
+            raise _unreadable(exc) from None
+        values = {m.key: text[m.value_start : m.end] for m in members if m is not None}
+        return {key: value for key, value in values.items() if not _ours(value)}
+
+    def render(
+        self,
+        existing: str | None,
+        owned: Sequence[str],
+        entries: Sequence[Entry],
+        aside: Mapping[str, str] | None = None,
+    ) -> str | None:
+        text = existing if existing and existing.strip() else '{\n\t"auths": {}\n}\n'
+        # the user's own values (as set aside) where tokenrelay has no entry, its own over them
+        wanted = {**(aside or {}), **{entry.key: _value(entry) for entry in entries}}
+        try:
+            text = self._render(text, set(owned), wanted)
+        except (ValueError, IndexError) as exc:
+            raise _unreadable(exc) from None
         return text
 
-    def _render(self, text: str, owned: set[str], entries: Sequence[Entry]) -> str:
+    def _render(self, text: str, owned: set[str], wanted: dict[str, str]) -> str:
         auths = _member(text, _object(text, 0), "auths")
         if auths is None:
-            if not entries:
+            if not wanted:
                 return text
             text = _insert(text, _object(text, 0), '"auths": {}')
             auths = _member(text, _object(text, 0), "auths")
             assert auths is not None
         start = auths.value_start  # edits happen inside ``auths``: where it opens never moves
-        wanted = {entry.key: _value(entry) for entry in entries}
         for key in sorted(owned | set(wanted)):
             found = _member(text, start, key)
             if found is None:
@@ -76,6 +96,19 @@ class DockerConfig(Format):
             if user == USERNAME:
                 found[key] = token
         return found
+
+
+def _unreadable(exc: Exception) -> FormatError:
+    return FormatError(f"it is not a JSON object ({exc}); fix it or render into another file")
+
+
+def _ours(value: str) -> bool:
+    """Whether an ``auths`` member's value is tokenrelay's: its ``auth`` is ``_token:...``."""
+    try:
+        auth = json.loads(value).get("auth", "")
+        return base64.b64decode(auth, validate=True).decode().partition(":")[0] == USERNAME
+    except (ValueError, AttributeError, TypeError):
+        return False
 
 
 def _value(entry: Entry) -> str:

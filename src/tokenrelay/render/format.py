@@ -5,6 +5,11 @@ changes only what it owns: the lines between its markers (``block``), or the ``<
 ``auths`` members whose ids are its hosts'. Everything else in the user's file stays byte for byte.
 ``render`` with no entries takes tokenrelay's entries out (a clean stop); ``None`` means the file
 should go. Pure text in, text out: the sink does the reading, writing and refusing.
+
+A format whose entries are named by the user's own keys (Maven's ``<server>`` ids, docker's
+``auths`` hosts) can meet the user's own entry for a key it owns. It is never lost: ``set_aside``
+gives its text, which the sink keeps in a file beside the render before the entry is replaced, and
+``render`` puts it back, where it stood, in place of tokenrelay's entry as soon as that entry goes.
 """
 
 from __future__ import annotations
@@ -60,11 +65,24 @@ class Format(ABC):
     def check(self, hosts: Sequence[Host]) -> None:  # noqa: B027 - most formats tell every host apart
         """Raise ValueError when the file cannot tell these hosts apart."""
 
+    def set_aside(self, text: str, owned: Sequence[str]) -> dict[str, str]:
+        """The user's own entries in ``text`` under keys in ``owned`` (which ``render`` replaces), as
+        their text by key; raises FormatError as ``render`` does. Formats whose entries never share a
+        key with the user's (a marked block, a file of their own) have none."""
+        return {}
+
     @abstractmethod
-    def render(self, existing: str | None, owned: Sequence[str], entries: Sequence[Entry]) -> str | None:
+    def render(
+        self,
+        existing: str | None,
+        owned: Sequence[str],
+        entries: Sequence[Entry],
+        aside: Mapping[str, str] | None = None,
+    ) -> str | None:
         """The file's new text: ``existing`` (None when there is no file) with the entries whose
-        keys are in ``owned`` replaced by ``entries``; None when the file should be removed. Raises
-        FormatError when ``existing`` cannot be read as this format."""
+        keys are in ``owned`` replaced by ``entries``, and an owned key with no entry given back its
+        ``aside`` text (the user's entry, from ``set_aside``) when there is one; None when the file
+        should be removed. Raises FormatError when ``existing`` cannot be read as this format."""
 
     @abstractmethod
     def tokens(self, text: str) -> dict[str, str]:

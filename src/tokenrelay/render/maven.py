@@ -6,12 +6,16 @@ The file is edited as text, never re-serialised, so the user's comments, order a
 byte for byte: tokenrelay's ``<server>`` elements are the ones whose ``<id>`` it owns, found again
 by that id and replaced in place; new ones go at the end of ``<servers>``. Comments and CDATA are
 masked out first, so a commented-out ``<server>`` is never taken for a live one.
+
+A ``<server>`` is tokenrelay's when its username is ``_token``; any other ``<server>`` under an id
+tokenrelay owns is the user's, set aside (``set_aside``) before it is replaced and put back where it
+stood when tokenrelay's goes (Maven would take only one ``<server>`` of an id).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from xml.etree import ElementTree
 from xml.sax.saxutils import escape
 
@@ -27,6 +31,7 @@ NEW_FILE = """<?xml version="1.0" encoding="UTF-8"?>
 _HIDDEN = re.compile(r"<!--.*?-->|<!\[CDATA\[.*?\]\]>|<\?.*?\?>", re.DOTALL)
 _SERVER = re.compile(r"<server(?:\s[^>]*)?>.*?</server\s*>", re.DOTALL)
 _ID = re.compile(r"<id\s*>\s*([^<]*?)\s*</id\s*>")
+_OURS = re.compile(rf"<username\s*>\s*{re.escape(USERNAME)}\s*</username\s*>")
 _PASSWORD = re.compile(r"<password\s*>\s*([^<]*?)\s*</password\s*>")
 _SERVERS_OPEN = re.compile(r"<servers\s*>")
 _SERVERS_CLOSE = re.compile(r"</servers\s*>")
@@ -46,15 +51,30 @@ class Maven(Format):
     def key(self, host: Host) -> str:
         return self._ids.get(host.netloc, host.netloc)
 
-    def render(self, existing: str | None, owned: Sequence[str], entries: Sequence[Entry]) -> str | None:
+    def set_aside(self, text: str, owned: Sequence[str]) -> dict[str, str]:
+        _well_formed(text)
+        found: dict[str, str] = {}
+        for match, server_id in _servers(text):
+            if server_id in owned and not _OURS.search(match.group(0)):
+                mine = text[match.start() : match.end()]
+                # two of one id (Maven warns, and uses one): kept together, each on its own line
+                found[server_id] = (
+                    f"{found[server_id]}\n{_column(text, match.start())}{mine}"
+                    if server_id in found
+                    else mine
+                )
+        return found
+
+    def render(
+        self,
+        existing: str | None,
+        owned: Sequence[str],
+        entries: Sequence[Entry],
+        aside: Mapping[str, str] | None = None,
+    ) -> str | None:
         text = existing if existing and existing.strip() else NEW_FILE
-        try:
-            ElementTree.fromstring(text.encode())  # noqa: S314 - the user's own file, not remote input
-        except ElementTree.ParseError as exc:
-            raise FormatError(
-                f"it is not well-formed XML ({exc}); fix it or render into another file"
-            ) from None
-        wanted = {entry.key: entry for entry in entries}
+        _well_formed(text)
+        wanted: dict[str, Entry | str] = {**(aside or {}), **{entry.key: entry for entry in entries}}
         owned_ids = set(owned) | set(wanted)
         # From the end backwards, so that each edit leaves the earlier spans where they were.
         done: set[str] = set()
@@ -80,6 +100,13 @@ class Maven(Format):
             if password and "<username>" + USERNAME + "</username>" in match.group(0):
                 found[server_id] = password.group(1)
         return found
+
+
+def _well_formed(text: str) -> None:
+    try:
+        ElementTree.fromstring(text.encode())  # noqa: S314 - the user's own file, not remote input
+    except ElementTree.ParseError as exc:
+        raise FormatError(f"it is not well-formed XML ({exc}); fix it or render into another file") from None
 
 
 def _masked(text: str) -> str:
@@ -115,7 +142,10 @@ def _step(text: str) -> str:
     return "  "
 
 
-def _server(entry: Entry, indent: str, step: str = "  ") -> str:
+def _server(entry: Entry | str, indent: str, step: str = "  ") -> str:
+    """tokenrelay's ``<server>`` for ``entry``, or the user's own (its text, as set aside)."""
+    if isinstance(entry, str):
+        return entry
     inner = indent + step
     return (
         f"<server>\n{inner}<id>{escape(entry.key)}</id>\n{inner}<username>{USERNAME}</username>\n"
@@ -133,7 +163,7 @@ def _cut(text: str, start: int, end: int) -> str:
     return text[:start] + text[end:]
 
 
-def _append(text: str, entries: Sequence[Entry]) -> str:
+def _append(text: str, entries: Sequence[Entry | str]) -> str:
     masked = _masked(text)
     close = _last(_SERVERS_CLOSE, masked)
     if close is None or _SERVERS_OPEN.search(masked) is None:

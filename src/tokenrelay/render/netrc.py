@@ -8,7 +8,7 @@ so two hosts on one name but different ports and audiences cannot share the file
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from ..helpers.hosts import Host
 from . import block
@@ -31,7 +31,13 @@ class Netrc(Format):
                     f"({earlier!r} and {host.audience!r}); render one of them into another file"
                 )
 
-    def render(self, existing: str | None, owned: Sequence[str], entries: Sequence[Entry]) -> str | None:
+    def render(
+        self,
+        existing: str | None,
+        owned: Sequence[str],
+        entries: Sequence[Entry],
+        aside: Mapping[str, str] | None = None,
+    ) -> str | None:
         seen: dict[str, Entry] = {}
         for entry in entries:
             seen.setdefault(entry.key, entry)  # one line per machine: ports share it

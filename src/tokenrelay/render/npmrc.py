@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from . import block
 from .format import Entry, Format, safe_token
@@ -15,7 +15,13 @@ SUFFIX = "/:_authToken="
 class Npmrc(Format):
     name = "npmrc"
 
-    def render(self, existing: str | None, owned: Sequence[str], entries: Sequence[Entry]) -> str | None:
+    def render(
+        self,
+        existing: str | None,
+        owned: Sequence[str],
+        entries: Sequence[Entry],
+        aside: Mapping[str, str] | None = None,
+    ) -> str | None:
         lines = [f"//{entry.key}{SUFFIX}{safe_token(entry.token)}" for entry in entries]
         return block.splice(existing, lines, top=False)
 

@@ -7,6 +7,8 @@ write (temporary file in the same directory, fsync, rename; parents made 0700), 
 disk, a read-only path, a file that is not JSON) is one error line and a metric: the old file stays
 whole, the socket keeps serving, and the next refresh tries again. ``clear`` takes tokenrelay's
 entries out on a clean stop, and removes the file when tokenrelay made it and nothing else is in it.
+The user's own entries under keys tokenrelay owns are kept in ``aside`` before they are replaced, and
+``clear`` puts them back.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from ..lite.regularfile import read_regular
 from ..sidecar import sinks
 from ..tokens.sts import Issued
 from ..tokens.token import Token
+from . import aside
 from .format import Entry, FormatError
 from .table import Render
 
@@ -94,8 +97,8 @@ class RenderSink:
 
     def clear(self) -> None:
         """Take tokenrelay's entries out (a clean stop); errors are logged, not raised."""
-        if self._existed is None:
-            return  # never written: nothing of ours is there
+        if self._existed is None and not aside.path_for(self.render.path).exists():
+            return  # never written, nothing set aside by a run before: nothing of ours is there
         try:
             self._apply([])
         except SinkError as exc:
@@ -109,7 +112,8 @@ class RenderSink:
             existing = _read(str(path))
             if self._existed is None:
                 self._existed = existing is not None
-            text = fmt.render(existing, self._owned, entries)
+            kept = self._set_aside(existing)
+            text = fmt.render(existing, self._owned, entries, kept)
             if not entries and not self._existed and text in (None, "", fmt.render(None, (), [])):
                 text = None  # tokenrelay made the file and nothing but its skeleton is left
             if text is None:
@@ -117,6 +121,8 @@ class RenderSink:
                     path.unlink()
             elif text != existing:
                 sinks.write_regular(path, text.encode(), self.mode)
+            if kept and not entries:
+                aside.remove(path)  # only now: the user's entries are back in the file written
         except FormatError as exc:
             self._report(fmt.name, self.path, False)
             raise SinkError(f"cannot render {fmt.name} into {path} (--render): {exc}") from None
@@ -126,6 +132,26 @@ class RenderSink:
                 f"cannot write {path} (--render {self.render.spec}): {exc.strerror or exc}"
             ) from None
         self._report(fmt.name, self.path, True)
+
+    def _set_aside(self, existing: str | None) -> dict[str, str]:
+        """Every entry set aside from this render: those kept before (by an earlier run too), with
+        the user's own now in the file under keys tokenrelay owns, saved before any is replaced."""
+        kept = aside.load(self.render.path)
+        if existing is None:
+            return kept
+        found = self.render.format.set_aside(existing, (*self._owned, *kept))
+        if any(kept.get(key) != text for key, text in found.items()):
+            kept.update(found)  # the file's is the user's latest word
+            aside.save(self.render.path, kept)
+            log.info(
+                "render sets the user's own entries aside",
+                extra={
+                    "path": self.path,
+                    "keys": sorted(found),
+                    "aside": str(aside.path_for(self.render.path)),
+                },
+            )
+        return kept
 
 
 def _read(path: str) -> str | None:

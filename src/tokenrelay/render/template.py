@@ -11,7 +11,7 @@ render: an edit to the template shows at the next refresh.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ..lite.regularfile import read_regular
@@ -34,7 +34,13 @@ class Template(Format):
             raise ValueError("template needs its source file: template:SRC=PATH")
         return cls(str(Path(source).expanduser()))
 
-    def render(self, existing: str | None, owned: Sequence[str], entries: Sequence[Entry]) -> str | None:
+    def render(
+        self,
+        existing: str | None,
+        owned: Sequence[str],
+        entries: Sequence[Entry],
+        aside: Mapping[str, str] | None = None,
+    ) -> str | None:
         if not entries:
             return None
         entry = entries[0]

@@ -9,7 +9,7 @@ first asks an endpoint.
 
 from __future__ import annotations
 
-from .base import IdToken, IdTokenSource, Source, SourceInputs, checked, explained
+from .base import IdToken, IdTokenSource, Source, SourceInputs, checked, explained, unsaid
 from .github import MAX_GITHUB_ANSWER_BYTES, GitHubActionsSource
 from .local import FILE_SETTING, FileSource
 from .registry import SOURCE_SETTINGS, SOURCES
@@ -29,4 +29,5 @@ __all__ = [
     "SourceInputs",
     "checked",
     "explained",
+    "unsaid",
 ]

@@ -59,6 +59,7 @@ class AutoSource(Source):
     chosen: Source | None = None
     why: str = ""
     announced: bool = False
+    probed: tuple[str, ...] = field(default=(), repr=False)  # the secrets of the sources last asked
     description: str = "auto: the cloud's metadata server, asked at the first exchange"
 
     @classmethod
@@ -108,6 +109,7 @@ class AutoSource(Source):
                 candidates[name] = SOURCES[name].build(quick)
             except ConfigError as exc:  # not this cloud here (AWS without a region, say): listed
                 lines.append(f"{name}: {exc.message}")
+        self.probed = tuple(secret for source in candidates.values() for secret in source.secrets())
         answers = await asyncio.gather(
             *(source.read() for source in candidates.values()), return_exceptions=True
         )
@@ -130,6 +132,9 @@ class AutoSource(Source):
 
     def choice(self) -> tuple[Source, str | None]:
         return (self.chosen, f"auto: {self.why}") if self.chosen is not None else (self, None)
+
+    def secrets(self) -> tuple[str, ...]:
+        return self.chosen.secrets() if self.chosen is not None else self.probed
 
     def fix(self) -> str:
         return self.chosen.fix() if self.chosen is not None else self.setup

@@ -44,6 +44,8 @@ WEB_IDENTITY = {
     "role_arn": "AWS_ROLE_ARN",
     "role_session_name": "AWS_ROLE_SESSION_NAME",
 }
+# What signs or authorises the calls to AWS: never shown, whatever an endpoint quotes back.
+SECRET_VARIABLES = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_CONTAINER_AUTHORIZATION_TOKEN")
 # RS256 is the one every OIDC verifier takes; ES384 is the other that AWS offers.
 SIGNING_ALGORITHM = "RS256"
 CHAIN = (
@@ -200,6 +202,9 @@ class AwsSource(Source):
         )
         session.register_component("credential_provider", chain)
         return sts("sts")
+
+    def secrets(self) -> tuple[str, ...]:
+        return tuple(self.environ.get(name, "") for name in SECRET_VARIABLES)
 
     def fix(self) -> str:
         return f"{self.setup}; credentials come from {CHAIN}"

@@ -28,6 +28,7 @@ IMDS_VARIABLE = "AZURE_POD_IDENTITY_AUTHORITY_HOST"
 IMDS_PATH = "/metadata/identity/oauth2/token"
 ENDPOINT_VARIABLE, HEADER_VARIABLE = "IDENTITY_ENDPOINT", "IDENTITY_HEADER"
 CLIENT_VARIABLE = "AZURE_CLIENT_ID"
+SECRET_HEADER = "X-IDENTITY-HEADER"  # carries IDENTITY_HEADER, the endpoint's shared secret
 
 
 @dataclass(slots=True)
@@ -58,7 +59,7 @@ class AzureSource(Source):
         endpoint, secret = env.get(ENDPOINT_VARIABLE), env.get(HEADER_VARIABLE)
         if endpoint and secret:
             where = f"Azure's managed identity endpoint ({ENDPOINT_VARIABLE})"
-            headers = {"X-IDENTITY-HEADER": secret}
+            headers = {SECRET_HEADER: secret}
             params["api-version"] = "2019-08-01"
             url = endpoint
         else:
@@ -93,6 +94,9 @@ class AzureSource(Source):
         return checked(
             httpfetch.json_field(body, "access_token", self.description), self.description, self.wall
         )
+
+    def secrets(self) -> tuple[str, ...]:
+        return tuple(value for name, value in self.headers.items() if name == SECRET_HEADER)
 
     def fix(self) -> str:
         return (

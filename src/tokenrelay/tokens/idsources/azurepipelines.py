@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from ...errors import ConfigError
 from ...lite.names import DEFAULT_EXCHANGE_TIMEOUT, where
 from . import httpfetch
-from .base import IdToken, Source, SourceInputs, checked
+from .base import IdToken, Source, SourceInputs, checked, signed_query
 
 if TYPE_CHECKING:
     import aiohttp
@@ -90,6 +90,9 @@ class AzurePipelinesSource(Source):
             timeout=self.timeout,
         )
         return checked(httpfetch.json_field(body, "oidcToken", self.description), self.description, self.wall)
+
+    def secrets(self) -> tuple[str, ...]:
+        return (self.access_token, *signed_query(self.request_url))
 
     def fix(self) -> str:
         return self.setup

@@ -11,6 +11,10 @@ for a token that expired), and ``explained`` is the one place that joins the two
 user reads (the sidecar's log and /v1/status, ``tokenrelay exec``, the credential helpers' direct
 exchange). The doctor shows them apart.
 
+A source declares the secrets it sends its platform (``secrets``: an identity header, a request
+token, a signed URL's query); ``unsaid`` is the one place that takes them out of anything quoted back
+from that platform, so an endpoint that echoes its request cannot put them in a failure line.
+
 Standard library only at import (aiohttp is named for the type checker): ``config`` reads the table.
 """
 
@@ -25,6 +29,7 @@ from typing import TYPE_CHECKING, ClassVar, Protocol
 from ...errors import ConfigError, IdTokenError, IdTokenExpired
 from ...lite import extras
 from ...lite.names import DEFAULT_EXCHANGE_TIMEOUT, where
+from ...lite.redact import without
 
 if TYPE_CHECKING:
     import aiohttp
@@ -63,13 +68,31 @@ class IdTokenSource(Protocol):
 
     def renewal(self) -> str: ...
 
+    def secrets(self) -> tuple[str, ...]: ...
+
+
+def unsaid(source: IdTokenSource, text: str) -> str:
+    """``text`` without the secrets ``source`` sends its platform: the one place they are taken out."""
+    return without(text, source.secrets())
+
+
+def signed_query(url: str) -> tuple[str, ...]:
+    """The secrets of a signed URL: its query, whole and each long value (a signature, a token), which
+    an echo may quote decoded or reordered."""
+    from urllib.parse import parse_qsl, urlsplit
+
+    query = urlsplit(url).query
+    # short values (``api-version=2.0``) are not secret, and taking them out would garble the line
+    return (query, *(value for _, value in parse_qsl(query) if len(value) >= 16)) if query else ()
+
 
 def explained(source: IdTokenSource, error: IdTokenError) -> IdTokenError:
-    """``error`` as the user reads it: what went wrong, then what to do about it (the source's
-    ``renewal`` for a token that expired, else its ``fix``)."""
+    """``error`` as the user reads it: what went wrong (without the source's ``secrets``), then what
+    to do about it (the source's ``renewal`` for a token that expired, else its ``fix``)."""
     expired = isinstance(error, IdTokenExpired)
     todo = source.renewal() if expired else source.fix()
-    said = error.message.removesuffix(".")  # a platform's own sentence, then ours: "x; fix", not "x.; fix"
+    # a platform's own sentence, then ours: "x; fix", not "x.; fix"
+    said = unsaid(source, error.message).removesuffix(".")
     told = (IdTokenExpired if expired else IdTokenError)(f"{said}; {todo}")
     told.retryable, told.retry_after = error.retryable, error.retry_after
     return told
@@ -166,6 +189,11 @@ class Source(abc.ABC):
     def fix(self) -> str:
         """What to do when ``read`` fails: the flag, variable or setting to change. Appended to every
         failure of ``read`` by ``explained``; the doctor's fix column."""
+
+    def secrets(self) -> tuple[str, ...]:
+        """What this source sends its platform that must never be shown: taken out of every failure
+        (``unsaid``). A source whose requests carry a credential declares it here."""
+        return ()
 
     def choice(self) -> tuple[Source, str | None]:
         """The source that reads, and why it was chosen when it was detected (None: it was named)."""

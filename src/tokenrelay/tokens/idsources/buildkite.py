@@ -15,6 +15,7 @@ from . import commands
 from .base import IdToken, Source, SourceInputs, checked
 
 AGENT = "buildkite-agent"
+ACCESS_VARIABLE = "BUILDKITE_AGENT_ACCESS_TOKEN"  # the job's credential, which the agent sends
 
 
 @dataclass(slots=True)
@@ -49,5 +50,8 @@ class BuildkiteSource(Source):
         )
         return checked(text, self.description, self.wall)
 
+    def secrets(self) -> tuple[str, ...]:
+        return (self.environ.get(ACCESS_VARIABLE, ""),)
+
     def fix(self) -> str:
-        return f"{self.setup}; the agent needs its job's BUILDKITE_AGENT_ACCESS_TOKEN"
+        return f"{self.setup}; the agent needs its job's {ACCESS_VARIABLE}"

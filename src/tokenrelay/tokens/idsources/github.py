@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from ...errors import ConfigError
 from ...lite.names import DEFAULT_EXCHANGE_TIMEOUT
 from . import httpfetch
-from .base import IdToken, Source, SourceInputs, checked
+from .base import IdToken, Source, SourceInputs, checked, signed_query
 
 if TYPE_CHECKING:
     import aiohttp
@@ -70,6 +70,9 @@ class GitHubActionsSource(Source):
             timeout=self.timeout,
         )
         return checked(httpfetch.json_field(body, "value", self.description), self.description, self.wall)
+
+    def secrets(self) -> tuple[str, ...]:
+        return (self.request_token, *signed_query(self.request_url))
 
     def fix(self) -> str:
         return f"{PERMISSION} (GitHub Actions)"
