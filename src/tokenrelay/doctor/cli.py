@@ -10,9 +10,7 @@ import sys
 from collections.abc import Awaitable, Mapping
 from typing import TypeVar
 
-import aiohttp
-
-from .. import config
+from .. import config, outbound
 from ..config import Settings
 from ..lite import socketclient as client
 from ..lite.names import AGENT_TOKEN_FILE_ENV
@@ -77,7 +75,7 @@ async def _guarded(report: Report, group: str, step: Awaitable[T]) -> T | None:
 
 
 async def _exchange(report: Report, loaded: Settings, environ: Mapping[str, str]) -> None:
-    async with aiohttp.ClientSession(trust_env=True) as session:
+    async with outbound.session() as session:
         oidc_checks, token = await oidc.check(loaded, environ, session)
         report.add(*oidc_checks)
         reached = await service.reach(loaded, session, environ)
@@ -91,7 +89,7 @@ async def _exchange(report: Report, loaded: Settings, environ: Mapping[str, str]
                 )
             )
         else:
-            report.add(*await service.exchanges(loaded, session, token, loaded.audiences))
+            report.add(*await service.exchanges(loaded, session, token, loaded.audiences, environ))
 
 
 async def _clients(
