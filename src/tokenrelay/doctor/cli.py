@@ -14,7 +14,7 @@ from .. import config, outbound
 from ..config import Settings
 from ..lite import socketclient as client
 from ..lite.names import AGENT_TOKEN_FILE_ENV
-from . import agent, clients, oidc, renders, service, settings, sidecar
+from . import agent, clients, gitconfig, oidc, renders, routed, service, settings, sidecar
 from .report import Outcome, Report, failed, skipped
 
 T = TypeVar("T")
@@ -99,7 +99,8 @@ async def _clients(
     loaded: Settings | None,
     path: str,
 ) -> None:
-    host_checks, hosts = clients.hosts(environ)
+    git = await asyncio.to_thread(gitconfig.entries, environ)
+    host_checks, hosts = clients.hosts(environ, await asyncio.to_thread(routed.routes, environ, git))
     report.add(*host_checks)
     if found is not None and found.audiences is not None:
         report.add(*clients.audiences(hosts, found.audiences, f"the sidecar at {path}"))
@@ -107,7 +108,7 @@ async def _clients(
         report.add(*clients.audiences(hosts, loaded.audiences, "these settings"))
     else:
         report.add(*clients.audiences(hosts, None, ""))
-    report.add(*await clients.helpers(hosts, environ))
+    report.add(*await clients.helpers(hosts, environ, git))
     if loaded is not None:
         kept = found.audiences if found is not None else None
         report.add(*await asyncio.to_thread(renders.check, loaded, kept))
