@@ -5,6 +5,7 @@ never reaches the exchange."""
 from __future__ import annotations
 
 import random
+import shutil
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from tokenrelay.testing import FakeClock, FakeTokenService, make_jwt
 
 API = "https://api.example.test"
 OIDC = {"OIDC": make_jwt({"sub": "ci", "exp": 4_000_000_000})}
+NETRC = "machine 127.0.0.1 login me password from-a-file\ndefault login anyone password from-a-file\n"
 PROXY_VARIABLES = ("http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY")
 
 Servers = Callable[..., Awaitable[TestServer]]
@@ -127,3 +129,39 @@ async def test_no_proxy_sends_the_exchange_around_the_proxy(
     finally:
         await sidecar.session.close()
     assert (seen, direct.calls) == ([], 1)
+
+
+def test_every_session_of_the_relays_own_requests_comes_from_outbound() -> None:
+    """No module but outbound makes an aiohttp client session or sets trust_env (the emulator, which
+    plays the platforms and is never the relay, aside): a new one would read ~/.netrc again."""
+    package = Path(daemon.__file__).resolve().parents[1]
+    makers = sorted(
+        str(path.relative_to(package))
+        for path in package.rglob("*.py")
+        if path.name != "outbound.py"
+        and "emulator" not in path.relative_to(package).parts
+        and ("ClientSession(" in path.read_text() or "trust_env" in path.read_text())
+    )
+    assert makers == []
+
+
+async def test_the_node_agent_exchanges_beside_a_netrc_naming_the_token_service(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """tokenrelay agent, with NETRC naming a file with an entry for the token service's host (and a
+    default one), hands a pod its token: no Basic credentials join the exchange's bearer."""
+    from ..support.agent import Pod, start_rig
+    from ..support.paths import short_dir
+
+    (tmp_path / "netrc").write_text(NETRC)
+    monkeypatch.setenv("NETRC", str(tmp_path / "netrc"))
+    directory = short_dir()
+    rig, cleanups = await start_rig(directory)
+    try:
+        answer = await rig.ask(rig.start_pod(Pod("web-1", "builder")))
+    finally:
+        for cleanup in cleanups:
+            await cleanup()
+        shutil.rmtree(directory, ignore_errors=True)
+    assert answer.status == 200, answer.body
+    assert answer.token in rig.service.issued
