@@ -257,3 +257,50 @@ async def test_the_keyring_command_uv_runs_lists_our_backend(hosts: dict[str, st
     assert (BIN / "keyring").exists()  # keyring is a test dependency: its command is in this venv
     check = finding(await doctor([], hosts), "clients.keyring.command")
     assert check.outcome is Outcome.PASSED, check
+
+
+@pytest.mark.parametrize(
+    ("config", "hosts_env", "named"),
+    [
+        ({"credHelpers": {"other.example.test": "tokenrelay"}}, HOST, "other.example.test"),
+        ({"credHelpers": {HOST: "tokenrelay"}}, None, HOST),
+        ({"credsStore": "tokenrelay", "auths": {"https://index.docker.io/v1/": {}}}, HOST, "index.docker.io"),
+        ({"credsStore": "tokenrelay"}, None, "every registry"),
+    ],
+    ids=["cred-helpers-unlisted", "hosts-unset", "creds-store-auths", "creds-store-no-hosts"],
+)
+async def test_a_registry_sent_to_tokenrelay_but_not_listed_fails(
+    environ: dict[str, str], config: dict[str, object], hosts_env: str | None, named: str
+) -> None:
+    """docker's config sends a registry to tokenrelay (credHelpers, or credsStore) that TOKENRELAY_HOSTS
+    leaves out, or TOKENRELAY_HOSTS is unset: clients.hosts fails, naming the registry and the fix,
+    and the doctor exits 1."""
+    env = {**environ, **({"TOKENRELAY_HOSTS": hosts_env} if hosts_env else {})}
+    path = docker_config(env, config)
+    report = await doctor([], env)
+    check = finding(report, "clients.hosts")
+    assert check.outcome is Outcome.FAILED, report.text()
+    assert str(path) in check.message and named in check.message
+    assert check.fix is not None and "TOKENRELAY_HOSTS" in check.fix and "--hosts" in check.fix
+    assert report.exit_status() == 1
+
+
+async def test_a_git_host_sent_to_tokenrelay_but_not_listed_fails(environ: dict[str, str]) -> None:
+    """git's credential.<url>.helper = tokenrelay for a host TOKENRELAY_HOSTS leaves out fails
+    clients.hosts with `add git.other.test to TOKENRELAY_HOSTS`; once added, it passes."""
+    require("git")
+    url = "https://git.other.test"
+    git(environ, "config", "--global", f"credential.{url}.helper", "tokenrelay")
+    env = {**environ, "TOKENRELAY_HOSTS": HOST}
+    check = finding(await doctor([], env), "clients.hosts")
+    assert check.outcome is Outcome.FAILED
+    assert url in check.message and "git" in check.message
+    assert check.fix is not None and "add git.other.test to TOKENRELAY_HOSTS" in check.fix
+    env["TOKENRELAY_HOSTS"] = f"{HOST},git.other.test"
+    assert finding(await doctor([], env), "clients.hosts").outcome is Outcome.PASSED
+
+
+async def test_registries_sent_to_tokenrelay_and_listed_pass(hosts: dict[str, str]) -> None:
+    """Every registry docker sends to tokenrelay is in TOKENRELAY_HOSTS: clients.hosts passes."""
+    docker_config(hosts, {"credHelpers": {HOST: "tokenrelay", "elsewhere.test": "desktop"}})
+    assert finding(await doctor([], hosts), "clients.hosts").outcome is Outcome.PASSED

@@ -10,9 +10,14 @@ from collections.abc import Awaitable, Callable
 from email.utils import formatdate
 from pathlib import Path
 
+import aiohttp
+import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
+from tokenrelay.config import Settings
+from tokenrelay.doctor import service
+from tokenrelay.doctor.oidc import OidcToken
 from tokenrelay.doctor.report import Outcome
 from tokenrelay.testing import FakeTokenService, loopback_certificates, make_jwt
 
@@ -238,3 +243,43 @@ async def test_an_untrusted_certificate_names_the_ca_fix(
     assert "does not verify" in check.message
     assert check.fix is not None and "SSL_CERT_FILE" in check.fix
     assert finding(report, "service.exchange").outcome is Outcome.SKIPPED
+
+
+NETRC = "machine 127.0.0.1 login me password from-a-file\ndefault login anyone password from-a-file\n"
+
+
+async def test_a_netrc_naming_the_token_service_stops_no_exchange(
+    platform: Platform, environ: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With NETRC naming a file with an entry for the token service's host (and a default one), the
+    doctor's exchange still works: no credential from a file joins its requests."""
+    (tmp_path / "netrc").write_text(NETRC)
+    monkeypatch.setenv("NETRC", str(tmp_path / "netrc"))
+    report = await doctor(platform.argv(), {**environ, "NETRC": str(tmp_path / "netrc")})
+    assert finding(report, "service.exchange.0").outcome is Outcome.PASSED, report.text()
+
+
+async def test_an_internal_error_in_the_exchange_is_shown_with_a_netrc_naming_its_host(
+    aiohttp_server: Callable[..., Awaitable[TestServer]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An exchange that stops on an internal error (here aiohttp's own, with a session that reads
+    .netrc) fails with the error's class and words, and a warning names the .netrc entry for the
+    token service's host; no token is shown."""
+    server = await aiohttp_server(FakeTokenService().app())
+    url = f"http://127.0.0.1:{server.port}"
+    (tmp_path / "netrc").write_text(NETRC)
+    monkeypatch.setenv("NETRC", str(tmp_path / "netrc"))
+    oidc = make_jwt({"iss": "https://issuer.test", "sub": "ci", "exp": int(time.time()) + 600})
+    settings = Settings(auth_url=url, api_url=url, identity="org/ci", id_token_file=str(tmp_path / "t"))
+    async with aiohttp.ClientSession(trust_env=True) as session:
+        checks = await service.exchanges(
+            settings, session, OidcToken(oidc, {}), (url,), {"NETRC": str(tmp_path / "netrc")}
+        )
+    crashed, netrc = checks
+    assert crashed.outcome is Outcome.FAILED
+    assert "internal error: ValueError: Cannot combine AUTHORIZATION header" in crashed.message
+    assert netrc.id == "service.netrc" and netrc.outcome is Outcome.WARNING
+    assert (
+        f"NETRC={tmp_path}/netrc has a machine entry for the token service's host 127.0.0.1" in netrc.message
+    )
+    assert "eyJ" not in crashed.message + netrc.message + (netrc.fix or "")

@@ -74,6 +74,53 @@ async def test_aws_signs_with_eks_pod_identitys_container_credentials(
         await build("aws", bare, "https://auth.example.com").read()
 
 
+def pod_identity_env(emulator: Emulator, token_file: Path) -> dict[str, str]:
+    return aws_env(
+        emulator,
+        AWS_ACCESS_KEY_ID="",
+        AWS_SECRET_ACCESS_KEY="",
+        AWS_CONTAINER_CREDENTIALS_FULL_URI=emulator.base_url + awssts.CREDENTIALS_PATH,
+        AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE=str(token_file),
+    )
+
+
+@pytest.mark.parametrize("ending", ["\n", "\r\n", "\n\n"], ids=["lf", "crlf", "blank-line"])
+async def test_a_container_token_file_ending_in_a_line_break_still_signs(
+    emulator: Emulator, tmp_path: Path, ending: str
+) -> None:
+    """A container authorization token file written with `echo TOKEN > FILE` (its line break at the
+    end, which botocore refuses as a header value) gives credentials, the token sent without it."""
+    token_file = tmp_path / "eks-pod-identity-token"
+    token_file.write_text("pod-identity-token" + ending)
+    token = await build("aws", pod_identity_env(emulator, token_file), "https://auth.example.com").read()
+    assert unverified_claims(token.value) is not None
+    assert emulator.platforms.aws._sessions  # the container endpoint's temporary credentials were used
+
+
+async def test_a_container_token_with_a_line_break_inside_names_the_file(
+    emulator: Emulator, tmp_path: Path
+) -> None:
+    """A token file with a line break inside (no header can carry it) fails naming
+    AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE and the file, not the STS endpoint variables."""
+    token_file = tmp_path / "eks-pod-identity-token"
+    token_file.write_text("secret-half\nother-half\n")
+    source = build("aws", pod_identity_env(emulator, token_file), "https://auth.example.com")
+    with pytest.raises(IdTokenError) as caught:
+        await source.read()
+    message = str(caught.value)
+    assert f"AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE names {token_file}" in message
+    assert "AWS_ENDPOINT_URL" not in message and "half" not in message
+
+
+async def test_a_missing_container_token_file_names_the_variable(emulator: Emulator, tmp_path: Path) -> None:
+    """A container token file that is not there fails with one line naming the variable and the path."""
+    token_file = tmp_path / "absent"
+    with pytest.raises(
+        IdTokenError, match=f"cannot read AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE {token_file}"
+    ):
+        await build("aws", pod_identity_env(emulator, token_file), "https://auth.example.com").read()
+
+
 async def test_aws_signs_with_an_instance_profile_through_imdsv2(emulator: Emulator) -> None:
     """With nothing else in the chain, IMDSv2 (a session token, then the instance profile's role and
     its credentials) signs the call."""

@@ -22,6 +22,7 @@ import aiohttp
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
+from .. import outbound
 from ..errors import ConfigError
 from ..lite.names import where
 from ..sidecar import unixsocket
@@ -84,7 +85,7 @@ class NodeAgent:
             load = cluster.api_keys(self._kube_config())
         self.keys = ClusterKeys(load, clock=clock)
         connector = aiohttp.TCPConnector(limit=64, ttl_dns_cache=60, ssl=session_context())
-        self.session = aiohttp.ClientSession(connector=connector, trust_env=True)
+        self.session = outbound.session(connector)
         self.limiter = ExchangeLimiter(
             settings.max_exchanges_per_second, clock=clock, sleep=sleep, on_wait=self.metrics.waited
         )

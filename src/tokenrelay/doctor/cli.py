@@ -10,13 +10,11 @@ import sys
 from collections.abc import Awaitable, Mapping
 from typing import TypeVar
 
-import aiohttp
-
-from .. import config
+from .. import config, outbound
 from ..config import Settings
 from ..lite import socketclient as client
 from ..lite.names import AGENT_TOKEN_FILE_ENV
-from . import agent, clients, oidc, renders, service, settings, sidecar
+from . import agent, clients, gitconfig, oidc, renders, routed, service, settings, sidecar
 from .report import Outcome, Report, failed, skipped
 
 T = TypeVar("T")
@@ -77,7 +75,7 @@ async def _guarded(report: Report, group: str, step: Awaitable[T]) -> T | None:
 
 
 async def _exchange(report: Report, loaded: Settings, environ: Mapping[str, str]) -> None:
-    async with aiohttp.ClientSession(trust_env=True) as session:
+    async with outbound.session() as session:
         oidc_checks, token = await oidc.check(loaded, environ, session)
         report.add(*oidc_checks)
         reached = await service.reach(loaded, session, environ)
@@ -91,7 +89,7 @@ async def _exchange(report: Report, loaded: Settings, environ: Mapping[str, str]
                 )
             )
         else:
-            report.add(*await service.exchanges(loaded, session, token, loaded.audiences))
+            report.add(*await service.exchanges(loaded, session, token, loaded.audiences, environ))
 
 
 async def _clients(
@@ -101,7 +99,8 @@ async def _clients(
     loaded: Settings | None,
     path: str,
 ) -> None:
-    host_checks, hosts = clients.hosts(environ)
+    git = await asyncio.to_thread(gitconfig.entries, environ)
+    host_checks, hosts = clients.hosts(environ, await asyncio.to_thread(routed.routes, environ, git))
     report.add(*host_checks)
     if found is not None and found.audiences is not None:
         report.add(*clients.audiences(hosts, found.audiences, f"the sidecar at {path}"))
@@ -109,7 +108,7 @@ async def _clients(
         report.add(*clients.audiences(hosts, loaded.audiences, "these settings"))
     else:
         report.add(*clients.audiences(hosts, None, ""))
-    report.add(*await clients.helpers(hosts, environ))
+    report.add(*await clients.helpers(hosts, environ, git))
     if loaded is not None:
         kept = found.audiences if found is not None else None
         report.add(*await asyncio.to_thread(renders.check, loaded, kept))

@@ -4,20 +4,27 @@ sidecar keeps a token for each host's audience, and how docker, podman, git and 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from ..errors import HostsError
 from ..helpers.hosts import Host, load
 from ..lite.names import HOSTS_ENV
-from . import gitconfig, pipkeyring, registries
+from . import gitconfig, pipkeyring, registries, routed
 from .report import Check, failed, passed, skipped
 
 
-def hosts(environ: Mapping[str, str]) -> tuple[list[Check], tuple[Host, ...]]:
+def hosts(
+    environ: Mapping[str, str], routes: Sequence[routed.Route] = ()
+) -> tuple[list[Check], tuple[Host, ...]]:
+    """``clients.hosts``: TOKENRELAY_HOSTS readable, and naming every server the clients' own
+    configuration (``routes``) sends to tokenrelay's helpers, which refuse any other."""
     try:
         found = load(environ)
     except HostsError as exc:
         return [failed("clients.hosts", str(exc), f"correct {HOSTS_ENV} as the message says")], ()
+    left_out = routed.refused(found, routes)
+    if left_out:
+        return [_left_out(found, left_out)], found
     if not found:
         return [
             skipped(
@@ -25,9 +32,28 @@ def hosts(environ: Mapping[str, str]) -> tuple[list[Check], tuple[Host, ...]]:
                 f"{HOSTS_ENV} is not set: the credential helpers answer for no host",
                 f"export {HOSTS_ENV}=registry.example.com,git.example.com (host[:port][=audience])",
             )
-        ], ()
+        ], found
     listed = ", ".join(f"{h.netloc}={h.audience}" for h in found)
     return [passed("clients.hosts", f"{HOSTS_ENV}: {listed}")], found
+
+
+def _left_out(found: tuple[Host, ...], left_out: list[routed.Route]) -> Check:
+    first = left_out[0]
+    state = "does not list it" if found else "is not set"
+    if first.server == routed.EVERY:
+        text = f"{first.where} sends every registry to tokenrelay, but {HOSTS_ENV} {state}"
+        add = "the registries"
+    else:
+        more = f" (and {len(left_out) - 1} more)" if len(left_out) > 1 else ""
+        text = f"{first.where} sends {first.server} to tokenrelay{more}, but {HOSTS_ENV} {state}"
+        add = ",".join(dict.fromkeys(r.netloc for r in left_out if r.server != routed.EVERY))
+    listed = ",".join([*(h.netloc for h in found), add])
+    return failed(
+        "clients.hosts",
+        f"{text}: tokenrelay's helper will refuse it, and the client goes on without credentials",
+        f"add {add} to {HOSTS_ENV} (export {HOSTS_ENV}={listed}), or to --hosts of `tokenrelay exec`",
+        refused=[r.server or "*" for r in left_out],
+    )
 
 
 def audiences(found: tuple[Host, ...], kept: tuple[str, ...] | None, source: str) -> list[Check]:
@@ -52,11 +78,13 @@ def audiences(found: tuple[Host, ...], kept: tuple[str, ...] | None, source: str
     ]
 
 
-async def helpers(found: tuple[Host, ...], environ: Mapping[str, str]) -> list[Check]:
-    """docker, podman/skopeo/buildah and git for each host; pip and uv's keyring once."""
+async def helpers(
+    found: tuple[Host, ...], environ: Mapping[str, str], entries: list[gitconfig.Entry] | str
+) -> list[Check]:
+    """docker, podman/skopeo/buildah and git (``entries``, gitconfig's) for each host; pip and uv's
+    keyring once."""
     checks: list[Check] = []
     if found:  # with no host, no helper answers anything: nothing to check
-        entries = await asyncio.to_thread(gitconfig.entries, environ)
         for host in found:
             checks.append(registries.docker(host, environ))
             checks.append(registries.containers(host, environ))

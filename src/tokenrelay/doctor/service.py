@@ -3,13 +3,16 @@ per audience, a refusal explained in the service's own words next to the OIDC to
 
 from __future__ import annotations
 
+import netrc
 import os
 import ssl
 import time
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import aiohttp
+from yarl import URL
 
 from ..config import Settings
 from ..errors import ExchangeError
@@ -25,6 +28,7 @@ from .report import Check, failed, passed, skipped, warning
 
 SKEW_WARN = 30.0  # seconds; an OIDC token's iat/nbf checks usually allow about a minute
 SKEW_FAIL = 300.0
+MAX_ERROR_WORDS = 300  # characters of an internal error's own message quoted
 
 
 def ca_in_use(environ: Mapping[str, str] = os.environ) -> str:
@@ -77,7 +81,7 @@ async def reach(
                 "service.reach",
                 message,
                 "check --auth-url (env TOKENRELAY_AUTH_URL), DNS, egress rules and proxy variables "
-                "(HTTPS_PROXY is honoured)",
+                "(HTTP_PROXY, HTTPS_PROXY and NO_PROXY are honoured)",
             )
         ]
     received = wall()
@@ -110,7 +114,11 @@ def _clock_fix() -> str:
 
 
 async def exchanges(
-    settings: Settings, session: aiohttp.ClientSession, token: OidcToken, audiences: tuple[str, ...]
+    settings: Settings,
+    session: aiohttp.ClientSession,
+    token: OidcToken,
+    audiences: tuple[str, ...],
+    environ: Mapping[str, str] = os.environ,
 ) -> list[Check]:
     """One real exchange per audience."""
     checks = []
@@ -128,6 +136,9 @@ async def exchanges(
         except ExchangeError as exc:
             checks.append(_refused(name, audience, settings, token, exc))
             continue
+        except Exception as exc:  # a bug, or something in this host's setup aiohttp trips on
+            checks.extend(_crashed(name, audience, settings, exc, environ))
+            continue
         claims = unverified_claims(issued.token) or {}
         exp = numeric_claim(claims, "exp") or issued.expiry
         until = f", expires {format_timestamp(exp)}" if exp is not None else ""
@@ -137,6 +148,53 @@ async def exchanges(
                 f"exchange for audience {audience} works: token {fingerprint(issued.token)}{until}",
                 audience=audience,
                 fingerprint=fingerprint(issued.token),
+            )
+        )
+    return checks
+
+
+def netrc_entry(host: str, environ: Mapping[str, str]) -> str | None:
+    """Which entry of the .netrc that HTTP clients read (NETRC, else ~/.netrc) gives ``host``
+    credentials, said as "NETRC=PATH has a default entry"; None when none does or it cannot be read."""
+    named = environ.get("NETRC")
+    path = Path(named) if named else Path(environ.get("HOME") or Path.home()) / ".netrc"
+    where = f"NETRC={path}" if named else str(path)
+    try:
+        hosts = netrc.netrc(str(path)).hosts
+    except (OSError, netrc.NetrcParseError):
+        return None
+    if host in hosts:
+        return f"{where} has a machine entry"
+    if "default" in hosts:
+        return f"{where} has a default entry"
+    return None
+
+
+def _crashed(
+    name: str, audience: str, settings: Settings, exc: Exception, environ: Mapping[str, str]
+) -> list[Check]:
+    """The exchange's internal error in its own words (scrubbed), and a ``.netrc`` that names the
+    token service's host: aiohttp sessions that trust the environment add its Basic credentials."""
+    words = " ".join(scrub(str(exc)).split())[:MAX_ERROR_WORDS]
+    checks = [
+        failed(
+            name,
+            f"exchange for audience {audience} stopped on an internal error: {type(exc).__name__}"
+            + (f": {words}" if words else ""),
+            "this is a bug in tokenrelay or a clash with this host's setup: please report it with this line",
+            audience=audience,
+            error=type(exc).__name__,
+        )
+    ]
+    host = URL(settings.auth_url).host
+    entry = netrc_entry(host, environ) if host else None
+    if entry is not None:
+        checks.append(
+            warning(
+                "service.netrc",
+                f"{entry} for the token service's host {host}: an HTTP client that reads .netrc "
+                "adds its credentials to every request there, the exchange's included",
+                f"take {host} (and any default entry) out of that file, or point NETRC at one without it",
             )
         )
     return checks

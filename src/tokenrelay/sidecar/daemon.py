@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import aiohttp
 
+from .. import outbound
 from ..config import Settings
 from ..lite.names import where
 from ..tokens import idsources as idtoken
@@ -199,7 +200,7 @@ def build(
     file_sinks = sinks.from_settings(settings.token_files, settings.token_file_mode)
     renders = _renders(settings, metrics)
     connector = aiohttp.TCPConnector(limit=16, ttl_dns_cache=60, ssl=session_context())
-    session = aiohttp.ClientSession(connector=connector, trust_env=True)
+    session = outbound.session(connector)
     source = id_token_source(settings, session, env, wall)
     board = StatusBoard(lambda: source.description, forward=metrics.id_token if metrics else None)
     exchanger = Exchanger(

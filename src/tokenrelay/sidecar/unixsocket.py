@@ -11,6 +11,7 @@ import contextlib
 import os
 import socket
 import stat
+import sys
 import tempfile
 from pathlib import Path
 
@@ -19,18 +20,35 @@ from ..lite.names import where
 from .parentdirs import make_parents
 
 _WHERE = where("socket")
+# sun_path holds 108 bytes on Linux, 104 on macOS and the BSDs, the terminating NUL among them.
+MAX_PATH_BYTES = (108 if sys.platform.startswith("linux") else 104) - 1
+STAGING_PREFIX = ".tokenrelay-"
+_RANDOM = 8  # characters tempfile.mkdtemp adds to a prefix
+
+
+def longest_bound(path: str) -> int:
+    """Bytes of the longest path ``bind(path)`` binds or hands to clients: its staging directory's
+    socket beside ``path`` (``.tokenrelay-XXXXXXXX/s``), or ``path`` itself when its name is longer."""
+    target = Path(path)
+    staged = len(os.fsencode(target.parent / (STAGING_PREFIX + "x" * _RANDOM) / "s"))
+    return max(staged, len(os.fsencode(target)))
 
 
 def bind(path: str, mode: int, backlog: int = 1024) -> socket.socket:
     """A listening Unix socket at ``path`` with permission bits ``mode``; raises ConfigError."""
     target = Path(path)
+    if longest_bound(path) > MAX_PATH_BYTES:
+        raise ConfigError(
+            f"{_WHERE}: {path} is too long for a Unix socket ({longest_bound(path)} bytes with the "
+            f"name it is bound under first, at most {MAX_PATH_BYTES}): choose a shorter path"
+        )
     try:
         make_parents(target.parent, mode)
     except OSError as exc:
         raise ConfigError(f"{_WHERE}: cannot create {target.parent}: {exc.strerror}") from None
     _clear_stale(target)
     try:
-        staging = Path(tempfile.mkdtemp(prefix=".tokenrelay-", dir=target.parent))
+        staging = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=target.parent))
     except OSError as exc:
         raise ConfigError(f"{_WHERE}: cannot write in {target.parent}: {exc.strerror}") from None
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

@@ -28,6 +28,7 @@ from ..errors import TokenRelayError, TokenUnavailable, UnknownAudience
 from ..lite.jwtclaims import numeric_claim, unverified_claims
 from ..lite.lifetime import JITTER, REFRESH_FRACTION, lifetime_of
 from ..lite.names import DEFAULT_WAIT_TIMEOUT, env, flag
+from ..lite.redact import scrub
 from ..lite.timestamps import format_timestamp
 from .backoff import Backoff
 from .sts import Issued
@@ -286,7 +287,9 @@ class TokenProvider:
         except Exception as exc:
             # A bug, not an upstream condition: keep serving the old token, report it plainly.
             log.debug("exchange crashed", exc_info=True, extra={"audience": self.audience})
-            error = TokenRelayError(f"internal error during the exchange: {type(exc).__name__}")
+            words = " ".join(scrub(str(exc)).split())[:300]  # its own words say what tripped
+            said = f": {words}" if words else ""
+            error = TokenRelayError(f"internal error during the exchange: {type(exc).__name__}{said}")
             self._record_failure(error, self._clock() - started)
             raise error from None
         self._token = token

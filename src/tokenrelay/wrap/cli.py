@@ -84,7 +84,10 @@ def run(args: argparse.Namespace) -> int:
     environ = dict(os.environ)  # before the daemon's imports set anything of ours in it
     for signum in FORWARDED:  # until session's handlers take over: unwind, so the directory goes
         signal.signal(signum, _stop)
-    private = private_directory()
+    try:
+        private = private_directory()
+    except TokenRelayError as exc:
+        return _failed(exc)
     try:
         workspace = Workspace(private, environ, hosts, settings)
         for target in chosen:

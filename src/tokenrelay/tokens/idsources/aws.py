@@ -19,8 +19,9 @@ thread, each bounded (one attempt, connect and read timeouts; a metadata server'
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,6 +47,10 @@ WEB_IDENTITY = {
 }
 # What signs or authorises the calls to AWS: never shown, whatever an endpoint quotes back.
 SECRET_VARIABLES = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_CONTAINER_AUTHORIZATION_TOKEN")
+# The container endpoint's authorization token: in a file (EKS Pod Identity), else the variable (ECS).
+TOKEN_FILE = "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE"
+TOKEN_VARIABLE = "AWS_CONTAINER_AUTHORIZATION_TOKEN"
+MAX_TOKEN_FILE = 64 * 1024  # a service account token is a few KiB
 # RS256 is the one every OIDC verifier takes; ES384 is the other that AWS offers.
 SIGNING_ALGORITHM = "RS256"
 CHAIN = (
@@ -136,16 +141,21 @@ class AwsSource(Source):
             raise IdTokenError(f"{self.description} answered HTTP {status}: {words}") from None
         except BotoCoreError as exc:  # no connection, a timeout, a credential provider's failure
             raise IdTokenError(f"{self.description}: {platform_words(str(exc).encode())}") from None
-        except ValueError as exc:  # botocore's refusal of the endpoint URL
+        except ValueError as exc:  # botocore's refusal of the endpoint URL, or of the container token
             words = platform_words(str(exc).encode())
-            raise IdTokenError(
-                f"{self.description}: {words} (check {', '.join(ENDPOINT_VARIABLES)})"
-            ) from None
+            raise IdTokenError(f"{self.description}: {words} ({self._value_error_hint(str(exc))})") from None
         self.client = client
         token = answer.get("WebIdentityToken")
         if not isinstance(token, str):
             raise IdTokenError(f'{self.description} answered without a "WebIdentityToken"')
         return token
+
+    def _value_error_hint(self, text: str) -> str:
+        if "auth token" not in text.lower():
+            return f"check {', '.join(ENDPOINT_VARIABLES)}"
+        if self.environ.get(TOKEN_FILE):
+            return f"{TOKEN_FILE} names {self.environ[TOKEN_FILE]}, whose token has a line break inside"
+        return f"{TOKEN_VARIABLE} holds a line break: set it to the token alone"
 
     def _new_client(self) -> Any:
         """botocore's STS client, its credentials from the chain read in ``environ``."""
@@ -192,7 +202,7 @@ class AwsSource(Source):
                     cache={},
                     disable_env_vars=True,
                 ),
-                credentials.ContainerProvider(environ=env, fetcher=_OnceFetcher()),
+                credentials.ContainerProvider(environ=ContainerEnviron(env), fetcher=_OnceFetcher()),
                 credentials.InstanceMetadataProvider(
                     iam_role_fetcher=InstanceMetadataFetcher(
                         timeout=self.connect_timeout, num_attempts=1, env=env, config=imds
@@ -204,7 +214,50 @@ class AwsSource(Source):
         return sts("sts")
 
     def secrets(self) -> tuple[str, ...]:
-        return tuple(self.environ.get(name, "") for name in SECRET_VARIABLES)
+        said = tuple(self.environ.get(name, "") for name in SECRET_VARIABLES)
+        if path := self.environ.get(TOKEN_FILE):
+            # the token the file holds is sent as the variable's would be: as secret
+            with contextlib.suppress(IdTokenError):
+                said += (_container_token(path),)
+        return said
 
     def fix(self) -> str:
         return f"{self.setup}; credentials come from {CHAIN}"
+
+
+class ContainerEnviron(Mapping[str, str]):
+    """``environ`` as botocore's ContainerProvider reads it, with the token file read here instead:
+    afresh at each credentials fetch (as botocore does: EKS rotates it), bounded, and without the
+    line break ``echo TOKEN > FILE`` leaves at its end, which botocore refuses as a header value ("Auth
+    token value is not a legal header value"). A header value cannot hold a line break, so dropping
+    the trailing ones changes no token that could have worked; one inside is still refused."""
+
+    def __init__(self, environ: Mapping[str, str]) -> None:
+        self._environ = {name: value for name, value in environ.items() if name != TOKEN_FILE}
+        self._file = environ.get(TOKEN_FILE) or None
+        if self._file is not None:
+            self._environ[TOKEN_VARIABLE] = ""  # read at each lookup: the file wins, as in botocore
+
+    def __getitem__(self, name: str) -> str:
+        if name == TOKEN_VARIABLE and self._file is not None:
+            return _container_token(self._file)
+        return self._environ[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._environ)
+
+    def __len__(self) -> int:
+        return len(self._environ)
+
+
+def _container_token(path: str) -> str:
+    """The token in ``path``, its trailing line breaks dropped; IdTokenError naming the variable."""
+    from ...lite.regularfile import read_regular
+
+    try:
+        raw = read_regular(path, MAX_TOKEN_FILE)
+    except OSError as exc:
+        raise IdTokenError(f"cannot read {TOKEN_FILE} {path}: {exc.strerror or exc}") from None
+    if len(raw) > MAX_TOKEN_FILE:
+        raise IdTokenError(f"{TOKEN_FILE} {path} holds over {MAX_TOKEN_FILE // 1024} KiB: not a token")
+    return raw.decode("utf-8", "replace").rstrip("\r\n")

@@ -37,7 +37,9 @@ async def fetch(
     import aiohttp
 
     if session is None:  # a one-off read (the credential helpers' direct exchange): a session of its own
-        async with aiohttp.ClientSession() as own:
+        from ... import outbound
+
+        async with outbound.session() as own:
             return await fetch(
                 own,
                 method,
