@@ -269,3 +269,14 @@ def test_a_platforms_secret_quoted_back_in_any_form_is_taken_out_of_the_failure(
     if name == "github-actions":  # the signed URL's query too
         line = explained(source, IdTokenError("at /t?sig=0123456789abcdef01")).message
         assert "0123456789abcdef01" not in line, line
+
+
+def test_the_aws_container_token_read_from_its_file_is_taken_out_of_the_failure(tmp_path: Path) -> None:
+    """EKS Pod Identity hands the container endpoint's token in a file: quoted back by an endpoint,
+    the file's token (its trailing line break dropped, as it is sent) shows as [secure]."""
+    token_file = tmp_path / "eks-pod-identity-token"
+    token_file.write_text("eks+container/token-0123456789\n")
+    env = {"AWS_REGION": "eu-west-1", "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE": str(token_file)}
+    source = SOURCES["aws"].build(SourceInputs(environ=env, audience="https://api.example.test"))
+    line = explained(source, IdTokenError("denied eks+container/token-0123456789")).message
+    assert line.startswith("denied [secure]; "), line
