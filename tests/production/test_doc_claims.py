@@ -232,11 +232,31 @@ def test_every_shipped_alert_has_a_runbook_section() -> None:
         assert alert["annotations"]["runbook_url"].endswith(f"docs/runbooks.md#{_slug(name)}"), name
 
 
+def test_getting_started_names_every_file_that_names_the_placeholder_image() -> None:
+    """Every file of deploy/ that names the placeholder image (a kustomize base's `images:`, the
+    injector's TOKENRELAY_IMAGE) is in getting-started's list of where to put yours: one left out is
+    applied as is and its pods end in ImagePullBackOff."""
+    naming = {
+        str(path.relative_to(REPO))
+        for path in (REPO / "deploy").rglob("*.yaml")
+        if "ghcr.io/example/tokenrelay" in path.read_text()
+    }
+    assert "deploy/agent/base/kustomization.yaml" in naming
+    page = (REPO / "docs" / "getting-started.md").read_text()
+    section = page[page.index("Then name your image") : page.index("## 3.")]
+    listed = set(re.findall(r"`(deploy/[^`]+\.yaml)`", section))
+    assert naming - listed == set()
+
+
 # Flags of other programs that the pages name in prose, and the program.
 OTHER_PROGRAMS_FLAGS = {
     "--image-credential-provider-bin-dir": "kubelet",
     "--image-credential-provider-config": "kubelet",
     "--service-account-issuer": "kube-apiserver",
+    "--service-account-jwks-uri": "kube-apiserver",
+    "--service-account-key-file": "kube-apiserver",
+    "--service-account-signing-key-file": "kube-apiserver",
+    "--api-audiences": "kube-apiserver",
     "--register-with-taints": "kubelet",
     "--build-arg": "docker build",
     "--entrypoint": "docker run",
