@@ -232,6 +232,33 @@ def test_every_shipped_alert_has_a_runbook_section() -> None:
         assert alert["annotations"]["runbook_url"].endswith(f"docs/runbooks.md#{_slug(name)}"), name
 
 
+# Where the shipped runbook links point: this repository's files on its main branch (a placeholder, as
+# ghcr.io/example/tokenrelay is for the image; docs/monitoring.md says how to point them elsewhere).
+RUNBOOK_BASE = "https://github.com/example/tokenrelay/blob/main/"
+
+
+def test_every_runbook_url_is_absolute_and_names_a_section_that_exists() -> None:
+    """Every alert's `runbook_url` in deploy/ is an absolute https URL (a relative one is no link in
+    Alertmanager or Grafana) to a file of this repository and an anchor of a heading in it."""
+    urls = [
+        rule["annotations"]["runbook_url"]
+        for path in (REPO / "deploy").rglob("prometheusrule.yaml")
+        for group in yaml.safe_load(path.read_text())["spec"]["groups"]
+        for rule in group["rules"]
+    ]
+    assert len(urls) >= 10
+    broken = []
+    for url in urls:
+        file_part, _, anchor = url.removeprefix(RUNBOOK_BASE).partition("#")
+        linked = REPO / file_part
+        headings = (
+            re.findall(r"^#{1,6} (.+)$", linked.read_text(), flags=re.MULTILINE) if linked.is_file() else []
+        )
+        if not url.startswith(RUNBOOK_BASE) or not anchor or anchor not in {_slug(h) for h in headings}:
+            broken.append(url)
+    assert broken == []
+
+
 def test_getting_started_names_every_file_that_names_the_placeholder_image() -> None:
     """Every file of deploy/ that names the placeholder image (a kustomize base's `images:`, the
     injector's TOKENRELAY_IMAGE) is in getting-started's list of where to put yours: one left out is
