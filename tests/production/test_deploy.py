@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -186,18 +187,28 @@ def test_github_actions_example_uses_once() -> None:
     assert settings.token_files == (("/tmp/t", "https://api.example.com"),)
 
 
-def test_github_actions_example_runs_a_sidecar_for_docker() -> None:
-    """The workflow's registry job starts `tokenrelay run` with the github-actions source and keeps a
-    token for every host the helpers serve, and points docker's credHelpers at tokenrelay."""
+def test_github_actions_example_runs_docker_under_exec() -> None:
+    """The workflow's registry job runs docker under `tokenrelay exec` (the github-actions source, a
+    token for every host the helper serves, --configure docker), as docs/exec.md recommends: no relay
+    left running in the background, and no step that overwrites ~/.docker/config.json."""
     from tokenrelay.helpers.hosts import load
 
     job = yaml.safe_load((DEPLOY / "github-actions" / "workflow.yaml").read_text())["jobs"]["registry"]
     runs = "\n".join(step.get("run", "") for step in job["steps"])
-    command = runs.split("tokenrelay run ", 1)[1].split(">", 1)[0].replace("\\\n", " ").split()
-    settings = parse_args(command, {**job["env"], "TOKENRELAY_SOCKET": "/tmp/tr/tokenrelay.sock"})
+    assert "tokenrelay run" not in runs and "nohup" not in runs and "&\n" not in runs
+    assert ".docker/config.json" not in runs
+    words = shlex.split(runs.split("tokenrelay exec ", 1)[1])
+    at = words.index("--")
+    relay, command = words[:at], words[at + 1 :]
+    assert command[:2] == ["docker", "pull"]
+    configure = relay.index("--configure")
+    assert "docker" in relay[configure + 1].split(",")
+    del relay[configure : configure + 2]  # exec's own flag; the rest are run's
+    settings = parse_args(relay, job["env"])
     assert settings.id_token_source == "github-actions"
-    assert {host.audience for host in load(job["env"])} <= set(settings.audiences)
-    assert '"credHelpers": {"registry.example.com": "tokenrelay"}' in runs
+    # exec keeps a token fresh for each of the hosts, the helper's list
+    assert [host.netloc for host in load(job["env"])] == ["registry.example.com"]
+    assert settings.hosts == ("registry.example.com",)
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
