@@ -362,3 +362,16 @@ def test_annotations_the_pages_name_exist() -> None:
             if name not in known:
                 unknown.append(f"{_relative(path)}: {name}")
     assert unknown == []
+
+
+def test_the_emulators_platform_token_lifetimes_are_the_ones_it_mints() -> None:
+    """docs/emulator.md's lifetimes of the platforms' tokens are the emulator's: the endpoints' (15
+    minutes), AWS STS's default DurationSeconds (5 minutes) and `emulate mint`'s default."""
+    from tokenrelay.emulator import awssts
+    from tokenrelay.emulator.platforms import PLATFORM_LIFETIME
+
+    text = " ".join((REPO / "docs" / "emulator.md").read_text().split())
+    assert f"tokens live {PLATFORM_LIFETIME / 60:.0f} minutes, but for AWS STS's" in text
+    assert f"(60-3600; without it {awssts.DEFAULT_DURATION} s, five minutes," in text
+    assert (awssts.MIN_DURATION, awssts.MAX_DURATION) == (60, 3600)
+    assert "`--lifetime` (default 3600 s)" in text
