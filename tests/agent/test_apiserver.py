@@ -248,13 +248,17 @@ def test_doctor_passes_in_a_pod_the_agent_serves(cluster: Cluster) -> None:
 
 
 def test_doctor_says_why_the_agent_refuses_and_what_to_do(cluster: Cluster) -> None:
-    """A token of the wrong audience: the agent's refusal and the fix naming the annotation and flag."""
+    """A token of the wrong audience (an injector whose auth URL is not the agent's): the agent's
+    refusal, and the fix naming the pod's audience, the injector's TOKENRELAY_AUTH_URL, the annotation
+    and the agent's flag."""
     cluster.pod("doctor-2", "alpha")
     status, checks = doctor(cluster, cluster.token("doctor-2", audience="https://elsewhere.example"))
     assert status == 1
     token = checks["agent.token"]
     assert (token["status"], token["details"]["reason"]) == ("failed", "POD_TOKEN_AUDIENCE")
     assert "tokenrelay.dev/oidc-audience" in token["fix"] and "--pod-token-audience" in token["fix"]
+    assert "the pod's token is for https://elsewhere.example" in token["fix"]
+    assert "the injector's TOKENRELAY_AUTH_URL" in token["fix"]
 
 
 def test_doctor_without_the_agent_or_the_token_names_the_fix(cluster: Cluster) -> None:
