@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tokenrelay.doctor.report import Outcome
-from tokenrelay.emulator.platforms import PLATFORMS, mint
+from tokenrelay.emulator.platforms.registry import PLATFORMS, mint
 from tokenrelay.tokens.idsources import SOURCES
 
 from ..support.doctor import Platform, doctor, finding

@@ -9,12 +9,13 @@ from typing import Any
 
 import pytest
 
-from tokenrelay.emulator import Emulator, api, groups
-from tokenrelay.emulator.access import OWN, READ, ROLE_BY_NAME
+from tokenrelay.emulator import Emulator, api
 from tokenrelay.emulator.errors import ApiError
 from tokenrelay.emulator.grpcapi.methods import services
 from tokenrelay.emulator.grpcapi.routes import collection
-from tokenrelay.emulator.model import RECORDS, Record
+from tokenrelay.emulator.iam import groups
+from tokenrelay.emulator.iam.access import OWN, READ, ROLE_BY_NAME
+from tokenrelay.emulator.iam.kinds import RECORDS, Record
 from tokenrelay.emulator.registry.catalog import Catalog
 from tokenrelay.emulator.registry.tagsapi import tags_kind
 

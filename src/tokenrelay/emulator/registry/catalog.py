@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from ..model import Record, timestamp
+from ..iam.kinds import Record, timestamp
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS registry_links (repo TEXT NOT NULL, digest TEXT NOT NULL,

@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..errors import IAM_DOMAIN, already_exists
+from ..inputs import MAX_SUBJECT, Fields
 from . import groups, identities, roles
-from .errors import IAM_DOMAIN, already_exists
-from .inputs import MAX_SUBJECT, Fields
-from .model import RoleBinding, timestamp
+from .kinds import RoleBinding, timestamp
 from .patching import merge
 from .resources import Resources, org_of
 

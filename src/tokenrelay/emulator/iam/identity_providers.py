@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..errors import IAM_DOMAIN
+from ..inputs import MAX_NAME, Fields
 from . import groups
-from .errors import IAM_DOMAIN
-from .inputs import MAX_NAME, Fields
-from .model import IdentityProvider, is_within, parent_of
+from .kinds import IdentityProvider, is_within, parent_of
 from .patching import Violations, merge
 from .resources import Resources
 from .store import Store

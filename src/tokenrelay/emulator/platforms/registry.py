@@ -22,15 +22,15 @@ from typing import Any
 
 from aiohttp import web
 
-from . import awssts
-from .issuer import Issuer
-from .oidc import normalize
+from ..sts.issuer import Issuer
+from ..sts.oidc import normalize
+from . import aws
 
 ORG_UUID = "8d3c7a2e-4f5b-4c1d-9e0a-2b6f1a7c9d30"
 TENANT = "72f988bf-86f1-41af-91ab-2d7cd011db47"
 PROJECT_NUMBER = "123456789012"
 AWS_ISSUER_ID = "6f1c2a9e-0000-4b7d-8e3f-5a4b3c2d1e0f"  # the account's unique issuer host
-AWS_ROLE = f"arn:aws:iam::{awssts.ACCOUNT}:role/app"
+AWS_ROLE = f"arn:aws:iam::{aws.ACCOUNT}:role/app"
 AWS_NAMESPACE = "https://sts.amazonaws.com/"  # AWS's claims nest under this key
 TRUST_DOMAIN = "example.org"
 SPIFFE_ID = f"spiffe://{TRUST_DOMAIN}/ns/default/sa/app"  # the Kubernetes workload registrar's shape
@@ -179,7 +179,7 @@ def _aws(audience: str) -> dict[str, Any]:
     return {
         "sub": AWS_ROLE,
         AWS_NAMESPACE: {
-            "aws_account": awssts.ACCOUNT,
+            "aws_account": aws.ACCOUNT,
             "source_region": "us-east-1",
             "principal_id": AWS_ROLE,
             "org_id": "o-abc1234567",
@@ -293,13 +293,13 @@ class PlatformEndpoints:
         issuer: Issuer,
         lifetime: Callable[[], float] = lambda: PLATFORM_LIFETIME,
         wall: Callable[[], float] = time.time,
-        verify: awssts.Verify = awssts.unverifiable,  # for STS's AssumeRoleWithWebIdentity
+        verify: aws.Verify = aws.unverifiable,  # for STS's AssumeRoleWithWebIdentity
     ) -> None:
         self._issuer = issuer
         self._lifetime = lifetime
         self._wall = wall
         self.calls: dict[str, int] = {}  # platform -> tokens minted, for tests and the curious
-        self.aws = awssts.AwsSts(self._mint_aws, verify, wall)
+        self.aws = aws.AwsSts(self._mint_aws, verify, wall)
 
     def add_routes(self, app: web.Application, guard: Callable[[web.Request, str], None]) -> None:
         def guarded(handler: Callable[[web.Request], Any]) -> Callable[[web.Request], Any]:
@@ -318,11 +318,11 @@ class PlatformEndpoints:
         routes.add_get("/platforms/azure/msi/token", guarded(self._app_service))
         routes.add_post("/platforms/buildkite/v3/jobs/{job}/oidc/tokens", guarded(self._buildkite))
         routes.add_post("/platforms/circleci/oidc", guarded(self._circleci))
-        routes.add_post(awssts.STS_PATH, guarded(self.aws.sts))
-        routes.add_get(awssts.CREDENTIALS_PATH, guarded(self.aws.credentials))
-        routes.add_put(awssts.IMDS_TOKEN_PATH, guarded(self.aws.imds_token))
-        routes.add_get(awssts.IMDS_ROLES_PATH, guarded(self.aws.imds_credentials))
-        routes.add_get(awssts.IMDS_ROLES_PATH + "{role}", guarded(self.aws.imds_credentials))
+        routes.add_post(aws.STS_PATH, guarded(self.aws.sts))
+        routes.add_get(aws.CREDENTIALS_PATH, guarded(self.aws.credentials))
+        routes.add_put(aws.IMDS_TOKEN_PATH, guarded(self.aws.imds_token))
+        routes.add_get(aws.IMDS_ROLES_PATH, guarded(self.aws.imds_credentials))
+        routes.add_get(aws.IMDS_ROLES_PATH + "{role}", guarded(self.aws.imds_credentials))
 
     def _mint(self, name: str, audience: str | None) -> str:
         self.calls[name] = self.calls.get(name, 0) + 1

@@ -17,7 +17,7 @@ import secrets
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
-from ..lite.timestamps import format_timestamp
+from ...lite.timestamps import format_timestamp
 
 ORG_SEGMENT_BYTES = 20  # an organization's uid: 40 hex digits, no slash
 CHILD_SEGMENT_BYTES = 8  # every other segment: 16 hex digits

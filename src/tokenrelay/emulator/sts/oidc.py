@@ -22,7 +22,7 @@ import aiohttp
 import jwt
 from cachetools import TTLCache
 
-from .errors import STS_DOMAIN, ApiError, unauthenticated, unavailable
+from ..errors import STS_DOMAIN, ApiError, unauthenticated, unavailable
 from .issuer import DISCOVERY_PATH, Issuer
 
 JWKS_TTL = 300.0

@@ -15,9 +15,9 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import ConfigError
-from ..tokens.idsources import workload_pb2
-from .platforms import SPIFFE_ID
+from ...errors import ConfigError
+from ...tokens.idsources import workload_pb2
+from .registry import SPIFFE_ID
 
 SERVICE = "SpiffeWorkloadAPI"
 SECURITY_HEADER = ("workload.spiffe.io", "true")

@@ -17,8 +17,8 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from .errors import not_found
-from .model import Record, new_child_uid, new_org_uid
+from ..errors import not_found
+from .kinds import Record, new_child_uid, new_org_uid
 from .store import Store
 
 R = TypeVar("R", bound=Record)

@@ -13,7 +13,7 @@ import sqlite3
 from collections.abc import Iterator
 from typing import Any, TypeVar
 
-from .model import (
+from .kinds import (
     RECORD_TYPES,
     RECORDS,
     AccountAssociation,

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .errors import IAM_DOMAIN, permission_denied
-from .model import RECORDS, Role, Writer, is_within, role_uid
+from ..errors import IAM_DOMAIN, permission_denied
+from .kinds import RECORDS, Role, Writer, is_within, role_uid
 from .store import Store
 
 

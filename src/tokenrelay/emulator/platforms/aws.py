@@ -37,8 +37,8 @@ from xml.sax.saxutils import escape
 
 from aiohttp import web
 
+from ..errors import ApiError
 from . import sigv4
-from .errors import ApiError
 
 STS_PATH = "/platforms/aws/sts"
 CREDENTIALS_PATH = "/platforms/aws/credentials"
@@ -62,7 +62,7 @@ Verify = Callable[[str], Awaitable[dict[str, Any]]]  # an OIDC token -> its veri
 
 async def unverifiable(token: str) -> dict[str, Any]:
     """The verifier of endpoints served without the token service: no web identity token verifies."""
-    from ..lite.aip193 import Code
+    from ...lite.aip193 import Code
 
     raise ApiError(Code.UNAUTHENTICATED, "Couldn't retrieve verification key from your identity provider")
 

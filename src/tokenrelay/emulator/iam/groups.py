@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .errors import IAM_DOMAIN, not_empty
-from .inputs import Fields
-from .model import RECORDS, Group, parent_of
+from ..errors import IAM_DOMAIN, not_empty
+from ..inputs import Fields
+from .kinds import RECORDS, Group, parent_of
 from .patching import Violations, merge
 from .resources import Resources
 
