@@ -15,7 +15,8 @@ from tokenrelay.emulator.grpcapi.methods import services
 from tokenrelay.emulator.grpcapi.routes import collection
 from tokenrelay.emulator.iam import groups
 from tokenrelay.emulator.iam.access import OWN, READ, ROLE_BY_NAME
-from tokenrelay.emulator.iam.kinds import RECORDS, Record
+from tokenrelay.emulator.iam.kinds import RECORDS
+from tokenrelay.emulator.model import Record
 from tokenrelay.emulator.registry.catalog import Catalog
 from tokenrelay.emulator.registry.tagsapi import tags_kind
 

@@ -48,14 +48,13 @@ from .iam.kinds import (
     GroupInvite,
     Identity,
     IdentityProvider,
-    Record,
     Repo,
     Role,
     RoleBinding,
-    parent_of,
 )
 from .iam.resources import Resources, org_of
 from .inputs import check_query, json_body
+from .model import Record, parent_of
 from .pagetoken import PageTokens
 from .sts.exchange import TokenService
 

@@ -11,7 +11,8 @@ from typing import Any
 
 from ..errors import IAM_DOMAIN, not_empty
 from ..inputs import Fields
-from .kinds import RECORDS, Group, parent_of
+from ..model import parent_of
+from .kinds import RECORDS, Group
 from .patching import Violations, merge
 from .resources import Resources
 

@@ -11,8 +11,9 @@ from typing import Any
 
 from ..errors import IAM_DOMAIN
 from ..inputs import MAX_NAME, Fields
+from ..model import is_within, parent_of
 from . import groups
-from .kinds import IdentityProvider, is_within, parent_of
+from .kinds import IdentityProvider
 from .patching import Violations, merge
 from .resources import Resources
 from .store import Store

@@ -1,96 +1,17 @@
-"""The emulator's resources, their JSON shapes (v2beta1 and v1), and the list of their kinds.
+"""The resource kinds: each one's record and, declared on it, its JSON (v2beta1 and v1); and ``RECORDS``.
 
 A kind is one ``Record`` subclass registered in ``RECORDS``: the store, a group's delete guard and the
 built-in roles read that list, and ``api.KINDS`` gives each kind its HTTP face (gRPC is derived
-from HTTP), so there is no other list to extend.
-
-Times are kept as integer milliseconds since the epoch: the wire form has millisecond precision, so
-what is stored, sorted on and shown is the same number. A uid is ``<parent_uid>/<segment>``; the
-uid of the group that holds a resource is therefore its uid without the last segment.
+from HTTP), so there is no other list to extend. Its JSON is its ``V2`` (and ``V1``) shape, made by
+``model.shown``; each kind's rules are the module of ``iam/`` named as its table.
 """
 
 from __future__ import annotations
 
-import hashlib
-import re
-import secrets
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import ClassVar
 
-from ...lite.timestamps import format_timestamp
-
-ORG_SEGMENT_BYTES = 20  # an organization's uid: 40 hex digits, no slash
-CHILD_SEGMENT_BYTES = 8  # every other segment: 16 hex digits
-
-
-def timestamp(ms: int) -> str:
-    return format_timestamp(ms / 1000)
-
-
-def parent_of(uid: str) -> str:
-    """The uid of the group holding ``uid`` ("" for an organization)."""
-    return uid.rpartition("/")[0]
-
-
-def is_within(uid: str, ancestor: str) -> bool:
-    """True when ``uid`` is ``ancestor`` itself or lies below it."""
-    return uid == ancestor or uid.startswith(ancestor + "/")
-
-
-def new_org_uid() -> str:
-    return secrets.token_hex(ORG_SEGMENT_BYTES)
-
-
-def new_child_uid(parent: str) -> str:
-    return f"{parent}/{secrets.token_hex(CHILD_SEGMENT_BYTES)}"
-
-
-def role_uid(name: str) -> str:
-    """Built-in roles have a flat hex uid, stable across restarts."""
-    return hashlib.sha1(f"tokenrelay-emulator/role/{name}".encode(), usedforsecurity=False).hexdigest()
-
-
-Writer = Literal["editor", "owner"] | None
-
-
-@dataclass(slots=True)
-class Record:
-    """What every layer knows of a kind, declared on its class; ``uid`` is every record's first field."""
-
-    KIND: ClassVar[str]  # its name in the state file and its gRPC messages: "role_binding"
-    PLURAL: ClassVar[str]  # the API's collection: path segment, list key, a refused delete's wording
-    IN_GROUP: ClassVar[bool] = True  # its uid extends a group's, so that group cannot be deleted first
-    WRITER: ClassVar[Writer] = None  # the least built-in role that creates, updates and deletes it
-    uid: str
-
-    @classmethod
-    def table(cls) -> str:
-        """The ``Store`` attribute holding the kind, also its permissions' prefix: "role_bindings"."""
-        return re.sub(r"(?<=[a-z])(?=[A-Z])", "_", cls.PLURAL).lower()
-
-    @classmethod
-    def label(cls) -> str:
-        """The kind in messages: "role binding"."""
-        return cls.KIND.replace("_", " ")
-
-
-@dataclass(slots=True)
-class Named(Record):
-    """A record with a name and a description: the first fields of its JSON."""
-
-    name: str
-    description: str
-
-    def head(self) -> dict[str, Any]:
-        return {"uid": self.uid, "name": self.name, "description": self.description}
-
-    def ref(self) -> dict[str, Any]:
-        """How other resources show it (a role binding's ``group`` and ``role``)."""
-        return self.head()
-
-
-def times(create_ms: int, update_ms: int) -> dict[str, str]:
-    return {"createTime": timestamp(create_ms), "updateTime": timestamp(update_ms)}
+from ..model import HEAD, TIMES, Named, Record, Shape, Writer, parent_of
 
 
 @dataclass(slots=True)
@@ -98,28 +19,21 @@ class Group(Named):
     KIND: ClassVar[str] = "group"
     PLURAL: ClassVar[str] = "groups"
     WRITER: ClassVar[Writer] = "editor"
+    NO_LIMITS: ClassVar[dict[str, int]] = {}
+    NO_LIMITS_V1: ClassVar[dict[str, int]] = {"clusters": 0, "idps": 0, "repositories": 0}
+    V2: ClassVar[Shape] = {**HEAD, "resourceLimits": "NO_LIMITS", "verified": "verified", **TIMES}
+    V1: ClassVar[Shape] = {
+        "id": "uid",
+        "name": "name",
+        "description": "description",
+        "resourceLimits": "NO_LIMITS_V1",
+        "verified": "verified",
+        "createdAt": "create_ms",
+        "updatedAt": "update_ms",
+    }
     verified: bool
     create_ms: int
     update_ms: int
-
-    def v2(self) -> dict[str, Any]:
-        return {
-            **self.head(),
-            "resourceLimits": {},
-            "verified": self.verified,
-            **times(self.create_ms, self.update_ms),
-        }
-
-    def v1(self) -> dict[str, Any]:
-        return {
-            "id": self.uid,
-            "name": self.name,
-            "description": self.description,
-            "resourceLimits": {"clusters": 0, "idps": 0, "repositories": 0},
-            "verified": self.verified,
-            "createdAt": timestamp(self.create_ms),
-            "updatedAt": timestamp(self.update_ms),
-        }
 
 
 @dataclass(slots=True)
@@ -127,26 +41,19 @@ class Identity(Named):
     KIND: ClassVar[str] = "identity"
     PLURAL: ClassVar[str] = "identities"
     WRITER: ClassVar[Writer] = "owner"
+    V2: ClassVar[Shape] = {
+        **HEAD,
+        "lastSeenTime": "last_seen_ms",
+        "claimMatch.issuer": "issuer",
+        "claimMatch.subject": "subject",
+        **TIMES,
+    }
+    REF: ClassVar[Shape] = {**HEAD, "subject": "subject", "issuer": "issuer"}
     issuer: str
     subject: str
     last_seen_ms: int
     create_ms: int
     update_ms: int
-
-    def v2(self) -> dict[str, Any]:
-        return {
-            **self.head(),
-            "lastSeenTime": timestamp(self.last_seen_ms),
-            "claimMatch": {"issuer": self.issuer, "subject": self.subject},
-            **times(self.create_ms, self.update_ms),
-        }
-
-    def ref(self) -> dict[str, Any]:
-        return {
-            **self.head(),
-            "subject": self.subject,
-            "issuer": self.issuer,
-        }
 
 
 @dataclass(slots=True)
@@ -156,6 +63,8 @@ class Role(Named):
     KIND: ClassVar[str] = "role"
     PLURAL: ClassVar[str] = "roles"
     WRITER: ClassVar[Writer] = "owner"
+    BUILTIN_V2: ClassVar[Shape] = {**HEAD, "capabilities": "permissions"}
+    V2: ClassVar[Shape] = {**BUILTIN_V2, **TIMES}
     permissions: tuple[str, ...]
     create_ms: int = 0
     update_ms: int = 0
@@ -164,18 +73,14 @@ class Role(Named):
     def builtin(self) -> bool:
         return "/" not in self.uid
 
-    def v2(self) -> dict[str, Any]:
-        body: dict[str, Any] = {
-            **self.head(),
-            "capabilities": sorted(self.permissions),
-        }
-        if not self.builtin:
-            body.update(times(self.create_ms, self.update_ms))
-        return body
+    def v2_shape(self) -> Shape:
+        return self.BUILTIN_V2 if self.builtin else self.V2
 
 
 @dataclass(slots=True)
 class RoleBinding(Record):
+    """Shown with its identity, group and role hydrated: ``role_bindings.render``."""
+
     KIND: ClassVar[str] = "role_binding"
     PLURAL: ClassVar[str] = "roleBindings"
     WRITER: ClassVar[Writer] = "owner"
@@ -193,14 +98,10 @@ class RoleBinding(Record):
 class Repo(Record):
     KIND: ClassVar[str] = "repo"
     PLURAL: ClassVar[str] = "repos"
+    V2: ClassVar[Shape] = {"uid": "uid", "name": "name", "createTime": "create_ms"}
+    V1: ClassVar[Shape] = {"id": "uid", "name": "name", "createdAt": "create_ms"}
     name: str
     create_ms: int
-
-    def v2(self) -> dict[str, Any]:
-        return {"uid": self.uid, "name": self.name, "createTime": timestamp(self.create_ms)}
-
-    def v1(self) -> dict[str, Any]:
-        return {"id": self.uid, "name": self.name, "createdAt": timestamp(self.create_ms)}
 
 
 @dataclass(slots=True)
@@ -210,16 +111,10 @@ class IdentityProvider(Named):
     KIND: ClassVar[str] = "identity_provider"
     PLURAL: ClassVar[str] = "identityProviders"
     WRITER: ClassVar[Writer] = "owner"
+    V2: ClassVar[Shape] = {**HEAD, "oidc.issuer": "issuer", **TIMES}
     issuer: str
     create_ms: int
     update_ms: int
-
-    def v2(self) -> dict[str, Any]:
-        return {
-            **self.head(),
-            "oidc": {"issuer": self.issuer},
-            **times(self.create_ms, self.update_ms),
-        }
 
 
 @dataclass(slots=True)
@@ -234,17 +129,15 @@ class AccountAssociation(Named):
     create_ms: int
     update_ms: int
 
-    def v2(self) -> dict[str, Any]:
-        return {
-            **self.head(),
-            self.provider: dict(self.account),
-            **times(self.create_ms, self.update_ms),
-        }
+    def v2_shape(self) -> Shape:
+        return {**HEAD, self.provider: "account", **TIMES}  # the field is named by the provider
 
 
 @dataclass(slots=True)
 class GroupInvite(Record):
-    """An offer of a role in a group, accepted by whoever presents its code before ``expire_ms``."""
+    """An offer of a role in a group, accepted by whoever presents its code before ``expire_ms``.
+
+    Shown with its role hydrated: ``group_invites.render``."""
 
     KIND: ClassVar[str] = "group_invite"
     PLURAL: ClassVar[str] = "groupInvites"
@@ -268,6 +161,17 @@ class Advisory(Record):
     KIND: ClassVar[str] = "advisory"
     PLURAL: ClassVar[str] = "advisories"
     IN_GROUP: ClassVar[bool] = False  # it lives under a repo, which blocks the delete
+    V2: ClassVar[Shape] = {
+        "uid": "uid",
+        "vulnerabilityId": "vulnerability_id",
+        "aliases": "aliases",
+        "package": "package",
+        "severity": "severity",
+        "status": "status",
+        "fixedVersion": "fixed_version",
+        "summary": "summary",
+        **TIMES,
+    }
     vulnerability_id: str
     aliases: list[str]
     package: str
@@ -277,19 +181,6 @@ class Advisory(Record):
     summary: str
     create_ms: int
     update_ms: int
-
-    def v2(self) -> dict[str, Any]:
-        return {
-            "uid": self.uid,
-            "vulnerabilityId": self.vulnerability_id,
-            "aliases": list(self.aliases),
-            "package": self.package,
-            "severity": self.severity,
-            "status": self.status,
-            "fixedVersion": self.fixed_version,
-            "summary": self.summary,
-            **times(self.create_ms, self.update_ms),
-        }
 
 
 # Every kind the store keeps. A refused group delete names the kinds still in the group in this order.

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from ..errors import not_found
-from .kinds import Record, new_child_uid, new_org_uid
+from ..model import Record, new_child_uid, new_org_uid
 from .store import Store
 
 R = TypeVar("R", bound=Record)

@@ -11,8 +11,9 @@ from typing import Any
 
 from ..errors import IAM_DOMAIN, already_exists
 from ..inputs import MAX_SUBJECT, Fields
+from ..model import timestamp
 from . import groups, identities, roles
-from .kinds import RoleBinding, timestamp
+from .kinds import RoleBinding
 from .patching import merge
 from .resources import Resources, org_of
 

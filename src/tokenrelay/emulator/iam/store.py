@@ -13,6 +13,7 @@ import sqlite3
 from collections.abc import Iterator
 from typing import Any, TypeVar
 
+from ..model import Record
 from .kinds import (
     RECORD_TYPES,
     RECORDS,
@@ -22,7 +23,6 @@ from .kinds import (
     GroupInvite,
     Identity,
     IdentityProvider,
-    Record,
     Repo,
     Role,
     RoleBinding,

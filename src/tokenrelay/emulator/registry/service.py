@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..iam import access, repos
-from ..iam.kinds import Group, Repo, is_within, parent_of
+from ..iam.kinds import Group, Repo
 from ..iam.resources import Resources
 from ..iam.store import Store
+from ..model import is_within, parent_of
 from ..sts.issuer import SigningKey
 from .blobs import Blobs, Limits, Upload
 from .catalog import Catalog, Tag

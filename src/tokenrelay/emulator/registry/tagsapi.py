@@ -10,7 +10,7 @@ from aiohttp import web
 
 from .. import api
 from ..errors import REGISTRY_DOMAIN
-from ..iam.kinds import parent_of
+from ..model import parent_of
 from .catalog import Catalog, Tag
 
 
