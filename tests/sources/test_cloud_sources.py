@@ -16,7 +16,8 @@ import pytest
 
 from tokenrelay.emulator import Emulator
 from tokenrelay.emulator.platforms import aws as awssts
-from tokenrelay.emulator.platforms.registry import AWS_NAMESPACE, AWS_ROLE, SPIFFE_ID
+from tokenrelay.emulator.platforms.aws import AWS_NAMESPACE, AWS_ROLE
+from tokenrelay.emulator.platforms.spiffe import SPIFFE_ID
 from tokenrelay.errors import ConfigError, IdTokenError
 from tokenrelay.lite.jwtclaims import unverified_claims
 from tokenrelay.tokens.idsources import SOURCES, Source, SourceInputs, explained, workload_pb2
