@@ -93,8 +93,10 @@ class Record:
     PLURAL: ClassVar[str]  # the API's collection: path segment, list key, a refused delete's wording
     IN_GROUP: ClassVar[bool] = True  # its uid extends a group's, so that group cannot be deleted first
     WRITER: ClassVar[Writer] = None  # the least built-in role that creates, updates and deletes it
-    V2: ClassVar[Shape] = {"uid": "uid"}  # its v2beta1 JSON
-    V1: ClassVar[Shape] = {"id": "uid"}  # its v1 JSON, for the kinds v1 lists
+    # Its v2beta1 JSON, and v1's for the kinds v1 lists. Not declared by the kinds shown with other
+    # records in them (a role binding's identity, group and role), which their rules module renders.
+    V2: ClassVar[Shape]
+    V1: ClassVar[Shape]
     uid: str
 
     @classmethod
