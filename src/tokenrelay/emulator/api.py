@@ -8,7 +8,7 @@ the target (5), the caller's role bindings (7), then the body (3) and the resour
 show only what the caller may read, filtered, then paginated.
 
 The route table is ``KINDS`` plus a few special routes (``add_routes``); a new kind is its record in
-``model.RECORDS`` and one more ``Kind`` (``tests/emulator/test_kinds.py`` checks both). Reserved for
+``iam.kinds.RECORDS`` and one more ``Kind`` (``tests/emulator/test_kinds.py`` checks both). Reserved for
 the registry's tags: ``/registry/v2beta1/tags[/<uid>]`` (tag uid = ``<repo uid>/<tag name>``).
 """
 

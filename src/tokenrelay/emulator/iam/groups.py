@@ -1,6 +1,6 @@
 """Groups: the tree every other resource lives in; an organization is a group without a parent.
 
-A group is deleted only when nothing lives in it any more: every kind of ``model.RECORDS`` whose
+A group is deleted only when nothing lives in it any more: every kind of ``kinds.RECORDS`` whose
 ``IN_GROUP`` holds is looked for, role bindings included, and the refusal (code 9) names them.
 """
 

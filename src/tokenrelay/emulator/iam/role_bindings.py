@@ -1,7 +1,7 @@
 """Role bindings: an identity granted a role on a group (and everything below it).
 
 A binding names an identity of the group's own organization; identities of other organizations join
-through group invites (``invites.accept`` binds them). Only its role can change.
+through group invites (``group_invites.accept`` binds them). Only its role can change.
 """
 
 from __future__ import annotations
