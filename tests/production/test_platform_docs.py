@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tokenrelay.emulator.platforms import PLATFORMS
+from tokenrelay.emulator.platforms.registry import PLATFORMS
 from tokenrelay.tokens.idsources import SOURCES, SourceInputs
 from tokenrelay.tokens.idsources.auto import ORDER
 

@@ -13,10 +13,11 @@ import secrets
 from collections.abc import Mapping
 from typing import Any
 
+from ..errors import IAM_DOMAIN, failed_precondition, permission_denied
+from ..inputs import MAX_SUBJECT, Fields
+from ..model import timestamp
 from . import access, groups, identities, role_bindings, roles
-from .errors import IAM_DOMAIN, failed_precondition, permission_denied
-from .inputs import MAX_SUBJECT, Fields
-from .model import GroupInvite, RoleBinding, timestamp
+from .kinds import GroupInvite, RoleBinding
 from .patching import Violations, merge
 from .resources import Resources
 

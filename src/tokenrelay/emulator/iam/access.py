@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .errors import IAM_DOMAIN, permission_denied
-from .model import RECORDS, Role, Writer, is_within, role_uid
+from ..errors import IAM_DOMAIN, permission_denied
+from ..model import Writer, is_within, role_uid
+from .kinds import RECORDS, Role
 from .store import Store
 
 

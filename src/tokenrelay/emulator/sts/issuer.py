@@ -20,7 +20,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from jwt.algorithms import ECAlgorithm
 
-from .store import Store
+from ..iam.store import Store
 
 DISCOVERY_PATH = "/.well-known/openid-configuration"
 JWKS_PATH = "/.well-known/jwks.json"

@@ -18,9 +18,9 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from ..lite.lifetime import lifetime_of
-from ..lite.redact import fingerprint
-from ..tokens.backoff import Backoff
+from ...lite.lifetime import lifetime_of
+from ...lite.redact import fingerprint
+from ...tokens.backoff import Backoff
 
 log = logging.getLogger("tokenrelay.emulator.tokenfile")
 

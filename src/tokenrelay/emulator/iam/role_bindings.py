@@ -1,7 +1,7 @@
 """Role bindings: an identity granted a role on a group (and everything below it).
 
 A binding names an identity of the group's own organization; identities of other organizations join
-through group invites (``invites.accept`` binds them). Only its role can change.
+through group invites (``group_invites.accept`` binds them). Only its role can change.
 """
 
 from __future__ import annotations
@@ -9,10 +9,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..errors import IAM_DOMAIN, already_exists
+from ..inputs import MAX_SUBJECT, Fields
+from ..model import timestamp
 from . import groups, identities, roles
-from .errors import IAM_DOMAIN, already_exists
-from .inputs import MAX_SUBJECT, Fields
-from .model import RoleBinding, timestamp
+from .kinds import RoleBinding
 from .patching import merge
 from .resources import Resources, org_of
 

@@ -4,8 +4,9 @@ A gRPC server (grpcio, the ``spiffe`` extra; loaded only when a socket is asked 
 ``SpiffeWorkloadAPI/FetchJWTSVID`` with the published ``workload.proto``'s messages, as a SPIRE agent
 does: a call without the ``workload.spiffe.io: true`` metadata is refused ``InvalidArgument: security
 header missing from request``, one without an audience ``InvalidArgument: audience must be specified``;
-else one JWT-SVID for the workload (``platforms.SPIFFE_ID``), minted by the emulator's platform
-issuer with the audiences asked for. The other methods answer ``Unimplemented``.
+else one JWT-SVID for the workload (``SPIFFE_ID``), minted by the emulator's platform issuer with
+the audiences asked for. The other methods answer ``Unimplemented``. The messages (protobuf) load
+with the server, not with the platform's table.
 """
 
 from __future__ import annotations
@@ -15,12 +16,27 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import ConfigError
-from ..tokens.idsources import workload_pb2
-from .platforms import SPIFFE_ID
+from ...errors import ConfigError
+from .base import Platform
+
+TRUST_DOMAIN = "example.org"
+SPIFFE_ID = f"spiffe://{TRUST_DOMAIN}/ns/default/sa/app"  # the Kubernetes workload registrar's shape
 
 SERVICE = "SpiffeWorkloadAPI"
 SECURITY_HEADER = ("workload.spiffe.io", "true")
+
+
+def claims(audience: str) -> dict[str, Any]:
+    return {"sub": SPIFFE_ID}
+
+
+PLATFORM = Platform(
+    "spiffe",
+    f"https://oidc-discovery.{TRUST_DOMAIN}",
+    claims,
+    "",
+    "https://github.com/spiffe/spiffe/blob/main/standards/JWT-SVID.md",
+)
 
 
 class WorkloadApi:
@@ -41,6 +57,8 @@ class WorkloadApi:
             import grpc
         except ImportError:
             raise ConfigError("--spiffe-socket needs grpcio: pip install 'tokenrelay[spiffe]'") from None
+        from ...tokens.idsources import workload_pb2
+
         server = grpc.aio.server()
         handler = grpc.unary_unary_rpc_method_handler(
             self._fetch_jwt_svid,
@@ -66,6 +84,8 @@ class WorkloadApi:
 
     async def _fetch_jwt_svid(self, request: Any, context: Any) -> Any:
         import grpc
+
+        from ...tokens.idsources import workload_pb2
 
         if SECURITY_HEADER not in tuple(context.invocation_metadata() or ()):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "security header missing from request")

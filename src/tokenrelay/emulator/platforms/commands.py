@@ -18,7 +18,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
 
-from .cli import DEFAULT_LISTEN, URL_ENV
+from ..address import DEFAULT_LISTEN, URL_ENV
 
 
 def _post(url: str, body: dict[str, object], headers: dict[str, str]) -> str:

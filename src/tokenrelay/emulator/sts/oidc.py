@@ -22,7 +22,7 @@ import aiohttp
 import jwt
 from cachetools import TTLCache
 
-from .errors import STS_DOMAIN, ApiError, unauthenticated, unavailable
+from ..errors import STS_DOMAIN, ApiError, unauthenticated, unavailable
 from .issuer import DISCOVERY_PATH, Issuer
 
 JWKS_TTL = 300.0
@@ -79,7 +79,7 @@ class OidcVerifier:
         given = [TrustedIssuer.parse(t) if isinstance(t, str) else t for t in trusted]
         self.trusted = {t.issuer for t in given}
         self._jwks = {t.issuer: t.jwks for t in given if t.jwks is not None}
-        # the platforms' issuers the emulator plays (platforms.py), signed with its own key, unless
+        # the platforms' issuers the emulator plays (platforms/), signed with its own key, unless
         # the real issuer is trusted by name
         self._played = played - self.trusted
         self._session = session

@@ -1,5 +1,8 @@
 """AWS as the emulator plays it for the aws source: STS ``GetWebIdentityToken`` and container credentials.
 
+Its tokens carry AWS's issuer (the account's own issuer host) and claims, nested under
+``AWS_NAMESPACE``, as IAM outbound identity federation mints them.
+
 STS (``POST /platforms/aws/sts``, the Query API): a form of ``Action=GetWebIdentityToken``,
 ``Version=2011-06-15``, ``Audience.member.N`` (1-10), ``SigningAlgorithm`` (``RS256`` or ``ES384``) and
 optionally ``DurationSeconds`` (60-3600, default 300), as botocore's STS model (``sts/2011-06-15/
@@ -37,8 +40,9 @@ from xml.sax.saxutils import escape
 
 from aiohttp import web
 
+from ..errors import ApiError
 from . import sigv4
-from .errors import ApiError
+from .base import Platform, Route
 
 STS_PATH = "/platforms/aws/sts"
 CREDENTIALS_PATH = "/platforms/aws/credentials"
@@ -55,6 +59,32 @@ IMDS_TOKEN_PATH = "/latest/api/token"
 IMDS_ROLES_PATH = "/latest/meta-data/iam/security-credentials/"
 INSTANCE_ROLE = "app"  # the instance profile's role name
 
+ISSUER_ID = "6f1c2a9e-0000-4b7d-8e3f-5a4b3c2d1e0f"  # the account's unique issuer host
+AWS_ROLE = f"arn:aws:iam::{ACCOUNT}:role/app"
+AWS_NAMESPACE = "https://sts.amazonaws.com/"  # AWS's claims nest under this key
+
+
+def claims(audience: str) -> dict[str, Any]:
+    return {
+        "sub": AWS_ROLE,
+        AWS_NAMESPACE: {
+            "aws_account": ACCOUNT,
+            "source_region": "us-east-1",
+            "principal_id": AWS_ROLE,
+            "org_id": "o-abc1234567",
+            "ou_path": "o-abc1234567/r-ab12/ou-ab12-11111111/",
+        },
+    }
+
+
+PLATFORM = Platform(
+    "aws",
+    f"https://{ISSUER_ID}.tokens.sts.global.api.aws",
+    claims,
+    "",
+    "https://docs.aws.amazon.com/IAM/latest/UserGuide/id_roles_providers_outbound_token_claims.html",
+)
+
 # audience, lifetime, the region signed for -> a token as AWS STS mints it
 Mint = Callable[[str, float, str], str]
 Verify = Callable[[str], Awaitable[dict[str, Any]]]  # an OIDC token -> its verified claims, or ApiError
@@ -62,7 +92,7 @@ Verify = Callable[[str], Awaitable[dict[str, Any]]]  # an OIDC token -> its veri
 
 async def unverifiable(token: str) -> dict[str, Any]:
     """The verifier of endpoints served without the token service: no web identity token verifies."""
-    from ..lite.aip193 import Code
+    from ...lite.aip193 import Code
 
     raise ApiError(Code.UNAUTHENTICATED, "Couldn't retrieve verification key from your identity provider")
 
@@ -77,6 +107,15 @@ class AwsSts:
         self._secrets = {TEST_ACCESS_KEY: TEST_SECRET_KEY}
         self._sessions: dict[str, str] = {}  # temporary access key -> its session token
         self._imds_tokens: set[str] = set()
+
+    def routes(self) -> list[Route]:
+        return [
+            ("POST", STS_PATH, self.sts),
+            ("GET", CREDENTIALS_PATH, self.credentials),
+            ("PUT", IMDS_TOKEN_PATH, self.imds_token),
+            ("GET", IMDS_ROLES_PATH, self.imds_credentials),
+            ("GET", IMDS_ROLES_PATH + "{role}", self.imds_credentials),
+        ]
 
     async def sts(self, request: web.Request) -> web.Response:
         body = await request.read()

@@ -8,10 +8,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..errors import IAM_DOMAIN, in_use
+from ..inputs import MAX_NAME, MAX_SUBJECT, Fields
 from . import groups
-from .errors import IAM_DOMAIN, in_use
-from .inputs import MAX_NAME, MAX_SUBJECT, Fields
-from .model import Identity
+from .kinds import Identity
 from .patching import Violations, merge
 from .resources import Resources
 

@@ -13,7 +13,8 @@ import sqlite3
 from collections.abc import Iterator
 from typing import Any, TypeVar
 
-from .model import (
+from ..model import Record
+from .kinds import (
     RECORD_TYPES,
     RECORDS,
     AccountAssociation,
@@ -22,7 +23,6 @@ from .model import (
     GroupInvite,
     Identity,
     IdentityProvider,
-    Record,
     Repo,
     Role,
     RoleBinding,
@@ -43,7 +43,7 @@ class Store:
 
     def __init__(self, path: str | None = None) -> None:
         self.path = path
-        # one table per kind of model.RECORDS, named by its table(): typed here for the rules modules
+        # one table per kind of kinds.RECORDS, named by its table(): typed here for the rules modules
         self.groups: dict[str, Group] = {}
         self.identities: dict[str, Identity] = {}
         self.role_bindings: dict[str, RoleBinding] = {}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from . import groups
-from .model import Repo
+from .kinds import Repo
 from .resources import Resources
 
 

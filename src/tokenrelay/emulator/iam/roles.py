@@ -10,10 +10,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..errors import IAM_DOMAIN, in_use, not_found, permission_denied
+from ..inputs import Fields
+from ..model import is_within, parent_of
 from . import access, groups
-from .errors import IAM_DOMAIN, in_use, not_found, permission_denied
-from .inputs import Fields
-from .model import Role, is_within, parent_of
+from .kinds import Role
 from .patching import Violations, merge
 from .resources import Resources
 

@@ -1,8 +1,9 @@
 """What every rules module shares: the store, the clock, new uids and look-ups that answer NOT_FOUND.
 
-Each kind's rules (validation, PATCH, delete guards) live in a module of its own, one template for
-all: ``groups``, ``identities``, ``roles``, ``role_bindings``, ``providers``,
-``associations``, ``invites``, ``repos``, ``advisories``: ``KNOWN`` and ``UPDATABLE`` fields, then
+Each kind's rules (validation, PATCH, delete guards) live in a module of its own, named as its
+table, one template for all: ``groups``, ``identities``, ``roles``, ``role_bindings``,
+``identity_providers``, ``account_associations``, ``group_invites``, ``repos``, ``advisories``:
+``KNOWN`` and ``UPDATABLE`` fields, then
 ``get``, ``create``, ``patch`` and ``delete`` as functions over ``Resources``. They are used by the
 API handlers and by Python callers (``tokenrelay dev``, tests, benchmarks) alike, so a resource made
 either way obeys the same rules. Every validation collects all failing fields before refusing.
@@ -17,8 +18,8 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from .errors import not_found
-from .model import Record, new_child_uid, new_org_uid
+from ..errors import not_found
+from ..model import Record, new_child_uid, new_org_uid
 from .store import Store
 
 R = TypeVar("R", bound=Record)

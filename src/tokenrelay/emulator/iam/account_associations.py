@@ -10,10 +10,10 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from ..errors import IAM_DOMAIN
+from ..inputs import MAX_NAME, Fields
 from . import groups
-from .errors import IAM_DOMAIN
-from .inputs import MAX_NAME, Fields
-from .model import AccountAssociation
+from .kinds import AccountAssociation
 from .patching import Violations, merge
 from .resources import Resources
 

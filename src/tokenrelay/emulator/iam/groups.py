@@ -1,6 +1,6 @@
 """Groups: the tree every other resource lives in; an organization is a group without a parent.
 
-A group is deleted only when nothing lives in it any more: every kind of ``model.RECORDS`` whose
+A group is deleted only when nothing lives in it any more: every kind of ``kinds.RECORDS`` whose
 ``IN_GROUP`` holds is looked for, role bindings included, and the refusal (code 9) names them.
 """
 
@@ -9,9 +9,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .errors import IAM_DOMAIN, not_empty
-from .inputs import Fields
-from .model import RECORDS, Group, parent_of
+from ..errors import IAM_DOMAIN, not_empty
+from ..inputs import Fields
+from ..model import parent_of
+from .kinds import RECORDS, Group
 from .patching import Violations, merge
 from .resources import Resources
 

@@ -9,9 +9,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from .errors import VULNERABILITIES_DOMAIN, not_found
-from .inputs import MAX_NAME, Fields
-from .model import Advisory
+from ..errors import VULNERABILITIES_DOMAIN, not_found
+from ..inputs import MAX_NAME, Fields
+from .kinds import Advisory
 from .resources import Resources
 
 SEVERITIES = ("UNKNOWN", "LOW", "MEDIUM", "HIGH", "CRITICAL")

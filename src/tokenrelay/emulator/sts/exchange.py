@@ -20,10 +20,10 @@ from typing import Any
 import jwt
 from cachetools import TTLCache
 
-from .errors import STS_DOMAIN, invalid_arguments, not_found, permission_denied, unauthenticated
+from ..errors import STS_DOMAIN, invalid_arguments, not_found, permission_denied, unauthenticated
+from ..iam.store import Store
 from .issuer import SigningKey
 from .oidc import OidcVerifier, normalize
-from .store import Store
 
 STS_PATH = "/sts"  # API tokens name {base_url}/sts as their issuer, apart from the platform issuer
 

@@ -9,10 +9,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..errors import IAM_DOMAIN
+from ..inputs import MAX_NAME, Fields
+from ..model import is_within, parent_of
 from . import groups
-from .errors import IAM_DOMAIN
-from .inputs import MAX_NAME, Fields
-from .model import IdentityProvider, is_within, parent_of
+from .kinds import IdentityProvider
 from .patching import Violations, merge
 from .resources import Resources
 from .store import Store
