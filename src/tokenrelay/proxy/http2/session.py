@@ -21,7 +21,9 @@ Each frame type has its reader (``READERS``), DATA's inline in ``feed``: the hot
 A connection error raises ``SessionError`` out of ``feed`` (the caller sends GOAWAY with its code via
 ``close``); what the peer sends is told to the ``Peer`` as it is read. The frames to send pile up
 in ``out`` until the caller ``take``s them, once per batch of events. ``controls`` counts the frames
-that carry no request (the caller bounds them per second, CVE-2019-9512 and -9515).
+that carry no request (the caller bounds them per second, CVE-2019-9512 and -9515): SETTINGS by
+entry, PING, PRIORITY, WINDOW_UPDATE, GOAWAY, unknown types, empty DATA, and any frame
+the state table ignores (DATA, HEADERS or RST_STREAM on a stream reset lately, RST_STREAM on one closed).
 """
 
 from __future__ import annotations
@@ -373,8 +375,8 @@ class Session:
         verdict, code = TRANSITIONS[kind, state]
         if verdict == READ:
             return True
-        if kind == f.HEADERS:
-            self.controls += 1
+        if kind != f.WINDOW_UPDATE:  # counted already, as every WINDOW_UPDATE is
+            self.controls += 1  # a frame that carries nothing read: a million of them is a flood
         if verdict == STREAM_ERROR:
             self._reset_stream(sid, code)
         elif verdict == CONNECTION_ERROR:
@@ -439,7 +441,7 @@ class Session:
             self.peer.on_reset(sid, f.u32(payload))
 
     def _read_settings(self, sid: int, flags: int, payload: bytes) -> None:
-        self.controls += 1
+        self.controls += max(1, len(payload) // 6)  # by entry: one frame may carry 2,730 of them
         if sid:
             raise SessionError(f.PROTOCOL_ERROR, "SETTINGS on a stream")
         if flags & f.ACK:
@@ -464,6 +466,7 @@ class Session:
             self.out += f.frame(f.PING, f.ACK, 0, payload)
 
     def _read_goaway(self, sid: int, flags: int, payload: bytes) -> None:
+        self.controls += 1
         if sid:
             raise SessionError(f.PROTOCOL_ERROR, "GOAWAY on a stream")
         if len(payload) < 8:
