@@ -728,3 +728,49 @@ async def test_a_401_that_came_before_the_whole_body_leaves_no_stream_open_at_th
     await client.close()
     assert (reply.status, reply.body) == (b"200", b"healed")
     assert [(f.sid, f.code) for f in up.of_kind(RST_STREAM)] == [(sid, E.NO_ERROR)]
+
+
+# -- what a client's request carries upstream ------------------------------------------------------------
+
+
+async def test_a_clients_trailers_cross_under_the_request_policy(scripted: Scripted) -> None:
+    """A client's trailers lose what its headers would, and what RFC 9110 §6.5.1 keeps out of trailers:
+    the upstream gets the proxy's token only, never a second Authorization, Host, Cookie or forwarding
+    field; other trailer fields pass."""
+    client = await Wire.connect(scripted.proxy.port)
+    client.send(client.headers(1, request_fields(b"/x", b"POST"), end=False), data(1, b"body"))
+    late = [
+        (b"authorization", b"Bearer client-secret"),
+        (b"host", b"evil.example"),
+        (b"x-forwarded-host", b"evil.example"),
+        (b"cookie", b"session=client-secret"),
+        (b"proxy-authorization", b"Basic c2VjcmV0"),
+        (b"x-checksum", b"abc"),
+    ]
+    client.send(client.headers(1, late, end=True))
+    up = await scripted.upstream.connection()
+    sid, _ = await up.next_request()
+    await up.request_body(sid)
+    blocks = [sent.headers for sent in up.of_kind(HEADERS, sid) if sent.headers is not None]
+    answer(up, sid)
+    reply = await client.answer(1)
+    await client.close()
+    assert reply.status == b"200"
+    assert len(blocks) == 2, up.summary()
+    assert blocks[1] == [(b"x-checksum", b"abc")]
+
+
+async def test_a_clients_proxy_fields_never_reach_the_upstream(scripted: Scripted) -> None:
+    """Fields named proxy-* (Proxy-Authorization, Proxy-Connection...) stay on the client's hop, as on
+    HTTP/1.1; the fields beside them cross."""
+    client = await Wire.connect(scripted.proxy.port)
+    extra = [(b"proxy-authorization", b"Basic c2VjcmV0"), (b"proxy-foo", b"1"), (b"x-kept", b"yes")]
+    client.request(1, b"/x", extra=extra)
+    up = await scripted.upstream.connection()
+    sid, fields = await up.next_request()
+    answer(up, sid)
+    await client.answer(1)
+    await client.close()
+    names = [name for name, _ in fields]
+    assert b"x-kept" in names
+    assert not [name for name in names if name.startswith(b"proxy-")]

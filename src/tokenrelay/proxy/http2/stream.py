@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from ...tokens.token import Token
 from .. import refusals
-from ..headers import h2_answer
+from ..headers import h2_answer, h2_trailers
 from ..policy import Replay, may_heal
 from . import answers
 from . import frames as f
@@ -159,7 +159,7 @@ class Stream:
         self.pump_up()
 
     def client_trailers(self, headers: Headers) -> None:
-        self.up_trailers = [(name, value) for name, value in headers if not name.startswith(b":")]
+        self.up_trailers = h2_trailers(headers)
 
     def client_end(self) -> None:
         self.complete = True
