@@ -58,7 +58,7 @@ def frame(kind: int, flags: int, sid: int, payload: bytes) -> bytes:
     return len(payload).to_bytes(3, "big") + bytes((kind, flags)) + sid.to_bytes(4, "big") + payload
 
 
-DATA, HEADERS, SETTINGS, RST_STREAM, PING, WINDOW_UPDATE, CONTINUATION = 0, 1, 4, 3, 6, 8, 9
+DATA, HEADERS, SETTINGS, RST_STREAM, PING, GOAWAY, WINDOW_UPDATE, CONTINUATION = 0, 1, 4, 3, 6, 7, 8, 9
 
 
 @pytest.mark.parametrize(
@@ -136,6 +136,33 @@ async def test_control_frame_floods_get_enhance_your_calm(h2proxied: H2Proxied, 
         client.write(headers_frame(client, 1, b"/slow", end=False))
         one = DataFrame(1, data=b"").serialize()
     client.write(one * 5000)
+    goaway = await client.wait_closed()
+    await client.close()
+    assert goaway is not None
+    assert goaway.error_code == ErrorCodes.ENHANCE_YOUR_CALM
+    await still_serves(h2proxied)
+
+
+@pytest.mark.parametrize(
+    "kind", ["empty DATA on a reset stream", "RST_STREAM on a reset stream", "GOAWAY", "SETTINGS entries"]
+)
+async def test_frames_that_carry_nothing_read_count_as_control_frames(
+    h2proxied: H2Proxied, kind: str
+) -> None:
+    """Frames the proxy drops unread (empty DATA or RST_STREAM again on a stream the client reset,
+    GOAWAY after GOAWAY) and a SETTINGS of 2,730 entries (counted by entry) are a flood too: GOAWAY
+    ENHANCE_YOUR_CALM, other clients served."""
+    client = await RawH2.open(h2proxied.proxy.port, validate=False)
+    client.write(headers_frame(client, 1, b"/slow", end=False))
+    if kind == "SETTINGS entries":
+        flood = frame(SETTINGS, 0, 0, b"\x00\x03\x00\x00\x00\x64" * 2730)  # a 16,380-byte frame
+    elif kind == "GOAWAY":
+        flood = frame(GOAWAY, 0, 0, bytes(8)) * 5000  # NO_ERROR, last stream 0: stream 1 still finishes
+    else:
+        client.write(frame(RST_STREAM, 0, 1, b"\x00\x00\x00\x08"))  # CANCEL
+        one = frame(DATA, 0, 1, b"") if kind.startswith("empty DATA") else frame(RST_STREAM, 0, 1, bytes(4))
+        flood = one * 5000
+    client.write(flood)
     goaway = await client.wait_closed()
     await client.close()
     assert goaway is not None

@@ -43,9 +43,10 @@ class Limits:
     h2_max_streams: int = 100
     h2_stream_window: int = 256 * 1024
     h2_connection_window: int = 1024 * 1024
-    # per second: control frames (SETTINGS, PING, their ACKs, PRIORITY, empty DATA, unknown types and
-    # WINDOW_UPDATEs beyond two for each DATA frame sent), and streams reset by the client (rapid
-    # reset, CVE-2023-44487); beyond either, GOAWAY ENHANCE_YOUR_CALM
+    # per second: control frames (SETTINGS by entry, PING, their ACKs, PRIORITY, GOAWAY, empty DATA,
+    # unknown types, frames dropped unread on streams reset or closed, and WINDOW_UPDATEs beyond two
+    # for each DATA frame sent), and streams reset by the client (rapid reset, CVE-2023-44487); beyond
+    # either, GOAWAY ENHANCE_YOUR_CALM
     h2_control_frames: int = 1000
     h2_resets: int = 200
     # a DATA frame this large (or the last one queued) may earn two WINDOW_UPDATEs from the client;
