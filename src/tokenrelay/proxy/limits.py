@@ -48,7 +48,7 @@ class Limits:
     # for each DATA frame sent), and streams reset by the client (rapid reset, CVE-2023-44487); beyond
     # either, GOAWAY ENHANCE_YOUR_CALM
     h2_control_frames: int = 1000
-    h2_resets: int = 200
+    h2_resets: int = 200  # per client address (or uid), across its connections: resets.py
     # a DATA frame this large (or the last one queued) may earn two WINDOW_UPDATEs from the client;
     # window granted a byte at a time, again and again, earns none
     h2_update_worthy_bytes: int = 1024
