@@ -774,3 +774,17 @@ async def test_a_clients_proxy_fields_never_reach_the_upstream(scripted: Scripte
     names = [name for name, _ in fields]
     assert b"x-kept" in names
     assert not [name for name in names if name.startswith(b"proxy-")]
+
+
+async def test_an_answers_last_data_frame_alone_in_its_read_reaches_the_client(scripted: Scripted) -> None:
+    """An answer whose last DATA frame (with END_STREAM) comes by itself, once the client's request
+    has ended, reaches the client at once, not with whatever the client sends next."""
+    client = await scripted.call()
+    up = await scripted.upstream.connection()
+    sid, _ = await up.next_request()
+    up.send(up.headers(sid, OK, end=False), data(sid, b"first "))
+    await client.wait(lambda f: f.kind == DATA and f.sid == 1, "the answer's first bytes")
+    up.send(data(sid, b"last", end=True))
+    reply = await client.answer(1)
+    await client.close()
+    assert (reply.status, reply.body, reply.ended) == (b"200", b"first last", True)

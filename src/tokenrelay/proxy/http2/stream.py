@@ -342,6 +342,7 @@ class Stream:
                     self.up.ack(self.up_sid, len(data))
                 if last:
                     self._finish()
+                    down.mark()  # the frame just sent: nothing else may flush this client soon
                     return
             if self.windowless and not to_down:
                 self.windowless = False
