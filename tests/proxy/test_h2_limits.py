@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 
 import pytest
@@ -21,7 +22,7 @@ from hyperframe.frame import (
 from tokenrelay.proxy import Limits, ProxyServer
 from tokenrelay.testing import FakeClock
 
-from ..support.h2client import RawH2
+from ..support.h2client import Answer, RawH2
 from ..support.h2server import H2Echo, H2Proxied
 from ..support.proxy import Observed, StartProxy, Tokens
 from ..support.waiting import eventually
@@ -468,3 +469,48 @@ async def test_protocol_error_logs_no_header_value(
     assert errors
     assert "header value" in errors[0]
     assert all("sekrit" not in str(vars(record)) for record in caplog.records)
+
+
+def bound(proxy: ProxyServer) -> int:
+    """The proxy's HTTP/2 streams sent on to the upstream."""
+    streams = [stream for conn in proxy.connections for stream in getattr(conn, "streams", {}).values()]
+    return sum(stream.up is not None for stream in streams)
+
+
+async def test_a_stalled_request_body_is_timed_out_as_on_http1(
+    h2echo: H2Echo, start_proxy: StartProxy
+) -> None:
+    """A request body that stops coming (a slowloris on HTTP/2) gets body_timeout plus a second for
+    every body_min_rate bytes, as on HTTP/1.1 (on the proxy's clock): then 408 BODY_TIMEOUT (gRPC:
+    grpc-status 4), and the stream is reset at the upstream."""
+    proxy, clock = await clocked_proxy(h2echo, start_proxy, body_timeout=20.0, body_min_rate=500)
+    client = await RawH2.open(proxy.port)
+    fields = [(b":method", b"POST"), (b":scheme", b"http"), (b":authority", b"proxy"), (b":path", b"/up")]
+    grpc = [(b"content-type", b"application/grpc")]
+    sids = []
+    for extra, body in [([], b"x"), (grpc, b"y" * 15_000)]:  # allowed 20 s, and 20 + 30 s
+        sid = client.h2.get_next_available_stream_id()
+        client.h2.send_headers(sid, [*fields, *extra])
+        client.h2.send_data(sid, body)
+        client.answers[sid] = Answer()
+        sids.append(sid)
+    client.flush()
+    await eventually(lambda: bound(proxy) == 2, "both streams upstream")
+    clock.tick(19.0)
+    proxy.check_timeouts()
+    clock.tick(2.0)
+    proxy.check_timeouts()
+    first = await client.answer(sids[0])
+    assert first.headers[b":status"] == b"408"
+    assert json.loads(first.body)["details"][0]["reason"] == "BODY_TIMEOUT"
+    await eventually(lambda: h2echo.resets == 1, "the stream reset upstream")
+    clock.tick(28.0)
+    proxy.check_timeouts()
+    assert not client.answers[sids[1]].headers  # 49 s: within its 50
+    clock.tick(2.0)
+    proxy.check_timeouts()
+    second = await client.answer(sids[1])
+    await client.close()
+    assert second.headers[b"grpc-status"] == b"4"
+    await eventually(lambda: h2echo.resets == 2, "the stream reset upstream")
+    assert h2echo.seen == []

@@ -20,6 +20,7 @@ import pytest
 from h2.errors import ErrorCodes
 
 from tokenrelay.proxy import ProxyServer
+from tokenrelay.testing import FakeClock
 
 from ..support.h2wire import (
     ACK,
@@ -788,3 +789,30 @@ async def test_an_answers_last_data_frame_alone_in_its_read_reaches_the_client(s
     reply = await client.answer(1)
     await client.close()
     assert (reply.status, reply.body, reply.ended) == (b"200", b"first last", True)
+
+
+async def test_a_slow_request_beside_a_begun_answer_is_not_timed_out(start_proxy: StartProxy) -> None:
+    """Once the upstream's answer began, a request body that comes slowly is a bidirectional call's
+    own pace (a gRPC stream whose client sends now and then): no body timeout cuts it."""
+    upstream = ScriptedUpstream()
+    await upstream.start()
+    clock = FakeClock()
+    api_url = f"http://127.0.0.1:{upstream.port}/base"
+    proxy = await start_proxy(api_url, Tokens().build(api_url), clock=clock, body_timeout=20.0)
+    client = await Wire.connect(proxy.port)
+    client.send(client.headers(1, request_fields(b"/chat", b"POST"), end=False), data(1, b"hello"))
+    up = await upstream.connection()
+    sid, _ = await up.next_request()
+    up.send(up.headers(sid, OK, end=False), data(sid, b"welcome"))
+    await client.wait(lambda f: f.kind == DATA and f.sid == 1, "the answer's first bytes")
+    clock.tick(600.0)
+    proxy.check_timeouts()
+    client.send(data(1, b"bye", end=True))
+    await up.request_body(sid)
+    up.send(data(sid, b"farewell", end=True))
+    reply = await client.answer(1)
+    await client.close()
+    await upstream.stop()
+    assert (reply.status, reply.body, reply.reset) == (b"200", b"welcomefarewell", None)
+    assert up.reply(sid).body == b"hellobye"
+    assert not up.of_kind(RST_STREAM)

@@ -234,7 +234,16 @@ class Session:
             if stream.unacked >= self._stream_window >> 1:
                 self.out += f.window_update(sid, stream.unacked)
                 stream.recv_window += stream.unacked
+                stream.granted += stream.unacked
                 stream.unacked = 0
+
+    def received(self, sid: int) -> int | None:
+        """The bytes of DATA (padding included) the peer sent on ``sid`` so far; None once it ended
+        its side. Worked out from the windows, so that the DATA path counts nothing more."""
+        stream = self.streams.get(sid)
+        if stream is None or stream.remote_closed:
+            return None
+        return stream.granted - stream.recv_window
 
     def goaway(self, code: int, debug: bytes = b"") -> None:
         """GOAWAY naming the last stream the peer opened: the streams up to it still finish."""
@@ -547,6 +556,7 @@ class Session:
             self._stream_window = self.local_window
             for stream in self.streams.values():
                 stream.recv_window += delta
+                stream.granted += delta
 
     def _settings(self, payload: bytes) -> None:
         opened = False

@@ -81,6 +81,7 @@ class StreamState:
     __slots__ = (
         "bodiless",
         "expected",
+        "granted",
         "head",
         "local_closed",
         "received",
@@ -93,6 +94,7 @@ class StreamState:
     def __init__(self, send_window: int, recv_window: int) -> None:
         self.send_window = send_window  # what we may still send on it
         self.recv_window = recv_window  # what the peer may still send on it
+        self.granted = recv_window  # all the window ever granted on it: less recv_window, what came
         self.unacked = 0  # bytes passed on, not yet given back to the peer
         self.local_closed = False
         self.remote_closed = False

@@ -379,6 +379,9 @@ class Stream:
             self._finish()
 
     def sweep(self, now: float, timeout: float) -> None:
+        if not self.complete and not self.status and not self.to_up and self._body_late(now):
+            self._body_timed_out()
+            return
         if self.waiting_since and not self.status and now - self.waiting_since > timeout:
             self.waiting_since = 0.0
             self._drop_up(reset=True)
@@ -397,6 +400,33 @@ class Stream:
             self._reset_down(f.CANCEL)
 
     # -- helpers ----------------------------------------------------------------------------------------
+
+    def _body_late(self, now: float) -> bool:
+        """The request body, still coming, is later than HTTP/1.1's would be: body_timeout from the
+        head, plus a second for every body_min_rate bytes. Judged only before the answer's head and
+        while the upstream has taken all the client sent (else the wait is the upstream's): once the
+        upstream answers, a slow request is a bidirectional call's own pace."""
+        received = self.down.session.received(self.sid)
+        if received is None:
+            return False
+        limits = self.down.limits
+        return now - self.started > limits.body_timeout + received / limits.body_min_rate
+
+    def _body_timed_out(self) -> None:
+        """A request body too slow to finish (a slowloris on HTTP/2): the stream is reset at the upstream,
+        and the client gets 408 BODY_TIMEOUT (gRPC: DEADLINE_EXCEEDED), then RST_STREAM."""
+        limits = self.down.limits
+        log.warning(
+            "request body too slow",
+            extra={"timeout": limits.body_timeout, "min_rate": limits.body_min_rate, "protocol": "h2"},
+        )
+        if self.task is not None:
+            self.task.cancel()
+            self.task = None
+        self._drop_up(reset=True)
+        self.up_ended = True  # nothing more goes upstream
+        self._ack_unsent()
+        self.refuse(refusals.body_timeout(limits.body_timeout, limits.body_min_rate))
 
     def _may_resend(self) -> bool:
         return self.replay.possible() and not self.down.closed
