@@ -20,6 +20,7 @@ from hyperframe.frame import (
 )
 
 from tokenrelay.proxy import Limits, ProxyServer
+from tokenrelay.proxy.http2.downstream import H2Client
 from tokenrelay.testing import FakeClock
 
 from ..support.h2client import Answer, RawH2
@@ -435,6 +436,76 @@ async def test_an_unfinished_header_block_is_bounded(h2proxied: H2Proxied) -> No
     assert goaway.error_code == ErrorCodes.ENHANCE_YOUR_CALM
     assert h2proxied.echo.seen == []
     await still_serves(h2proxied)
+
+
+async def settled(client: RawH2) -> None:
+    """Until the proxy's SETTINGS are in: no frame of the client's comes between a block's frames."""
+    while client.h2.remote_settings.max_concurrent_streams != 100:
+        client.changed.clear()
+        await asyncio.wait_for(client.changed.wait(), 10)
+
+
+def request_block(client: RawH2) -> bytes:
+    return client.h2.encoder.encode(
+        [(b":method", b"GET"), (b":scheme", b"http"), (b":authority", b"p"), (b":path", b"/x")]
+    )
+
+
+async def test_a_header_block_of_empty_continuations_is_bounded(h2proxied: H2Proxied) -> None:
+    """HEADERS without END_HEADERS, then empty CONTINUATION frames (no byte bound applies): GOAWAY
+    ENHANCE_YOUR_CALM after 64 frames, as h2 bounded a block, instead of a list that grows forever."""
+    client = await RawH2.open(h2proxied.proxy.port, validate=False)
+    await settled(client)
+    client.write(frame(HEADERS, 0, 1, request_block(client)) + frame(CONTINUATION, 0, 1, b"") * 100)
+    goaway = await client.wait_closed()
+    await client.close()
+    assert goaway is not None
+    assert goaway.error_code == ErrorCodes.ENHANCE_YOUR_CALM
+    assert h2proxied.echo.seen == []
+    await still_serves(h2proxied)
+
+
+async def test_continuations_count_as_control_frames(h2proxied: H2Proxied) -> None:
+    """Header blocks of 63 empty CONTINUATIONs each, sent again and again on a stream the client
+    reset (each block read, then dropped): a flood, GOAWAY ENHANCE_YOUR_CALM."""
+    client = await RawH2.open(h2proxied.proxy.port, validate=False)
+    await settled(client)
+    block = request_block(client)
+    client.write(frame(HEADERS, 0x4, 1, block) + frame(RST_STREAM, 0, 1, b"\x00\x00\x00\x08"))
+    again = (
+        frame(HEADERS, 0, 1, block) + frame(CONTINUATION, 0, 1, b"") * 62 + frame(CONTINUATION, 0x4, 1, b"")
+    )
+    client.write(again * 100)  # 6,400 frames, 100 of them HEADERS
+    goaway = await client.wait_closed()
+    await client.close()
+    assert goaway is not None
+    assert goaway.error_code == ErrorCodes.ENHANCE_YOUR_CALM
+    await still_serves(h2proxied)
+
+
+async def test_a_header_block_that_never_ends_times_out(h2echo: H2Echo, start_proxy: StartProxy) -> None:
+    """HEADERS without END_HEADERS and nothing more: after header_timeout (10 s on the proxy's clock)
+    GOAWAY ENHANCE_YOUR_CALM and the close, as an HTTP/1.1 head that never ends gets 408."""
+    clock = FakeClock()
+    api_url = f"http://127.0.0.1:{h2echo.port}/base"
+    proxy = await start_proxy(api_url, Tokens().build(api_url), clock=clock)
+    client = await RawH2.open(proxy.port, validate=False)
+    await settled(client)
+    client.write(frame(HEADERS, 0, 1, request_block(client)))
+    await eventually(lambda: any(isinstance(conn, H2Client) for conn in proxy.connections), "served")
+    (conn,) = proxy.connections
+    assert isinstance(conn, H2Client)
+    await eventually(lambda: conn.session._block_sid == 1, "the block begun")  # read, unfinished
+    clock.tick(10.0)
+    proxy.check_timeouts()
+    assert not conn.closed  # not yet: the timeout is not past
+    clock.tick(0.5)
+    proxy.check_timeouts()
+    goaway = await client.wait_closed()
+    await client.close()
+    assert goaway is not None
+    assert goaway.error_code == ErrorCodes.ENHANCE_YOUR_CALM
+    assert h2echo.seen == []
 
 
 async def test_concurrent_stream_limit(h2proxied: H2Proxied) -> None:

@@ -519,3 +519,75 @@ def test_any_frames_are_read_or_refused_with_a_connection_error(
         length = f.HEADER.unpack_from(out)[0] >> 8
         assert len(out) >= 9 + length
         out = out[9 + length :]
+
+
+HEAD = [(b":method", b"POST"), (b":scheme", b"http"), (b":authority", b"a"), (b":path", b"/")]
+BLOCK = Encoder().encode(HEAD)
+NEXT = b"\x83\x86\x41\x01a\x04\x05/next"  # POST, http, literal authority "a", literal path, no indexing
+
+
+@pytest.mark.parametrize(
+    ("payload", "data"),
+    [
+        pytest.param(b"\x00abc", b"abc", id="zero padding"),
+        pytest.param(b"\x02abc", b"a", id="padding one short of the payload"),
+        pytest.param(b"\x03abc", b"", id="padding as long as the rest of the payload"),
+        pytest.param(b"\x04abc", None, id="padding one more than the rest of the payload"),
+        pytest.param(b"\x05abc", None, id="padding longer than the payload"),
+        pytest.param(b"\x00", b"", id="zero padding, no data"),
+        pytest.param(b"", None, id="PADDED flag on an empty payload"),
+    ],
+)
+def test_padded_data_is_read_to_the_byte(payload: bytes, data: bytes | None) -> None:
+    """RFC 9113 §6.1: a padded DATA frame gives the relay exactly the bytes between its pad length
+    and its padding, the whole frame counted against the window; padding that leaves no room for
+    its own length byte (or a PADDED frame with no payload at all) is a PROTOCOL_ERROR."""
+    session, peer, h2 = served()
+    h2.send_headers(1, HEAD)
+    session.feed(h2.data_to_send())
+    window = session.recv_window
+    padded = f.frame(f.DATA, f.PADDED | f.END_STREAM, 1, payload)
+    if data is None:
+        with pytest.raises(SessionError) as caught:
+            session.feed(padded)
+        assert caught.value.code == f.PROTOCOL_ERROR
+        return
+    session.feed(padded)
+    assert bytes(peer.got[1].body) == data
+    assert peer.got[1].ended
+    assert session.recv_window == window - len(payload)
+
+
+@pytest.mark.parametrize(
+    ("payload", "head"),
+    [
+        pytest.param(b"\x00" + BLOCK, HEAD, id="zero padding"),
+        pytest.param(b"\x03" + BLOCK + bytes(3), HEAD, id="padding of 3"),
+        pytest.param(b"\x03" + bytes(3), [], id="padding as long as the rest of the payload"),
+        pytest.param(b"\x04" + bytes(3), None, id="padding one more than the rest of the payload"),
+    ],
+)
+def test_padded_headers_are_read_to_the_byte(payload: bytes, head: Headers | None) -> None:
+    """RFC 9113 §6.2: a padded HEADERS gives the decoder the block alone (nothing of the padding, so
+    the next block decodes too), up to the frame's end and not one byte past it (PROTOCOL_ERROR)."""
+    session, peer, _h2 = served()
+    flags = f.PADDED | f.END_HEADERS | f.END_STREAM
+    if head is None:
+        with pytest.raises(SessionError) as caught:
+            session.feed(f.frame(f.HEADERS, flags, 1, payload))
+        assert caught.value.code == f.PROTOCOL_ERROR
+        return
+    session.feed(
+        f.frame(f.HEADERS, flags, 1, payload) + f.frame(f.HEADERS, flags, 3, b"\x01" + NEXT + b"\x00")
+    )
+    assert peer.got[1].head == head
+    assert peer.got[3].head == [*HEAD[:3], (b":path", b"/next")]
+
+
+def test_a_padded_headers_with_no_payload_is_refused() -> None:
+    """RFC 9113 §6.2: a HEADERS with the PADDED flag and no payload (not even the pad length) is a
+    PROTOCOL_ERROR, not an IndexError out of the session."""
+    session, _peer, _h2 = served()
+    with pytest.raises(SessionError) as caught:
+        session.feed(f.frame(f.HEADERS, f.PADDED | f.END_HEADERS, 1))
+    assert caught.value.code == f.PROTOCOL_ERROR

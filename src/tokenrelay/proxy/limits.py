@@ -22,7 +22,9 @@ class Limits:
     # header list size, decoded, and the header block still arriving, coded (GOAWAY beyond)
     header_bytes: int = 32 * 1024
     header_count: int = 100  # request header fields (431 beyond); the answer's too (502 beyond)
-    header_timeout: float = 10.0  # HTTP/1.1: from a request's first byte to the end of its head (408 after)
+    # HTTP/1.1: from a request's first byte to the end of its head (408 after); HTTP/2: from a HEADERS
+    # without END_HEADERS to the end of its block (GOAWAY ENHANCE_YOUR_CALM after)
+    header_timeout: float = 10.0
     idle_timeout: float = 75.0  # a client connection with no request (no stream) is closed after this
     max_connections: int = DEFAULT_PROXY_MAX_CONNECTIONS  # client connections held at once (503 beyond)
     # from a request sent in full to the answer's head (504 after), and the longest an upstream may go

@@ -6,10 +6,11 @@ and ``:scheme`` are the upstream's, whatever the client sent; methods.py decides
 are refused (as on HTTP/1.1), target.py which ``:path`` is.
 
 The limits of a server facing the internet, all in ``Limits`` (h2_* and header_*): streams at once,
-the header list's size (HPACK bombs end at the decoder); per second, control frames, and streams reset
-by the client (rapid reset, CVE-2023-44487), counted per client peer across its connections as they
-arrive (resets.py): beyond either, GOAWAY ENHANCE_YOUR_CALM. A stream goes upstream only once the
-read that opened it is taken whole: one the client reset in the same read never reaches the upstream.
+the header list's size (HPACK bombs end at the decoder), a header block's time to finish
+(``header_timeout``); per second, control frames, and streams reset by the client (rapid reset,
+CVE-2023-44487), counted per client peer across its connections as they arrive (resets.py): beyond
+either, GOAWAY ENHANCE_YOUR_CALM. A stream goes upstream only once the read that opened it is taken
+whole: one the client reset in the same read never reaches the upstream.
 While the client does not read its answers, the proxy stops reading from it, so the replies to its
 control frames cannot pile up either.
 """
@@ -78,6 +79,7 @@ class H2Client(asyncio.Protocol):
             decoder=BlockMemo(),
             max_block=limits.header_bytes,
             connection_window=limits.h2_connection_window,
+            clock=self.clock,
         )
         self.transport: asyncio.Transport | None = None
         self.streams: dict[int, Stream] = {}
@@ -270,6 +272,10 @@ class H2Client(asyncio.Protocol):
     def sweep(self, now: float) -> None:
         self.session.controls = self.data_frames = 0
         if self.closed:
+            return
+        since = self.session.block_since
+        if since is not None and now - since > self.limits.header_timeout:
+            self._calm("header block unfinished")  # as HTTP/1.1 bounds a request head's time
             return
         timeout = self.limits.upstream_timeout
         for stream in list(self.streams.values()):

@@ -8,7 +8,8 @@ itself, and reads the frames it receives once. ``Session`` keeps what RFC 9113 a
 endpoint, in either role (``client``: towards the upstream; else towards a client):
 
 - frames: sizes (§4.2), stream 0 or not (§6), padding (§6.1, §6.2), header blocks in HEADERS and
-  CONTINUATION frames with nothing in between (§6.10), bounded by ``max_block``;
+  CONTINUATION frames with nothing in between (§6.10), bounded by ``max_block`` bytes and
+  ``BLOCK_FRAMES`` frames, and stamped (``block_since``) for the caller to time out;
 - streams: ids (§5.1.1), states (§5.1: idle, open, half-closed, closed; frames on a stream closed by
   RST_STREAM ignored) judged by one table (states.py), the peer held to ``max_streams`` (§5.1.2),
   content-length against DATA (§8.1.1);
@@ -22,12 +23,13 @@ A connection error raises ``SessionError`` out of ``feed`` (the caller sends GOA
 ``close``); what the peer sends is told to the ``Peer`` as it is read. The frames to send pile up
 in ``out`` until the caller ``take``s them, once per batch of events. ``controls`` counts the frames
 that carry no request (the caller bounds them per second, CVE-2019-9512 and -9515): SETTINGS by
-entry, PING, PRIORITY, WINDOW_UPDATE, GOAWAY, unknown types, empty DATA, and any frame
+entry, PING, PRIORITY, WINDOW_UPDATE, GOAWAY, CONTINUATION, unknown types, empty DATA, and any frame
 the state table ignores (DATA, HEADERS or RST_STREAM on a stream reset lately, RST_STREAM on one closed).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Protocol
 
@@ -53,6 +55,9 @@ from .states import (
 Headers = list[tuple[bytes, bytes]]
 
 RESETS_REMEMBERED = 1024  # streams reset lately, whose frames still in flight are ignored
+# the frames of one header block, HEADERS and CONTINUATIONs: h2's bound too. A block of empty
+# CONTINUATIONs is bounded by no byte count (20.9 million of them took 158 MiB and a core)
+BLOCK_FRAMES = 64
 
 
 class SessionError(Exception):
@@ -98,6 +103,7 @@ class Session:
         decoder: BlockMemo,
         max_block: int,
         connection_window: int = f.DEFAULT_WINDOW,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.peer = peer
         self.client = client
@@ -121,6 +127,8 @@ class Session:
         self._block_end = False
         self._block: list[bytes] = []
         self._block_size = 0
+        self._clock = clock
+        self.block_since: float | None = None  # when the header block in progress began
         # §5.1.1: the highest stream id the peer opened (server), the next one we open (client)
         self.highest_in = 0
         self._next_out = 1
@@ -254,6 +262,7 @@ class Session:
         if not self.closed:
             self.goaway(code, debug)
             self.closed = True
+        self._block = []  # a header block in progress is never read now
 
     def forget_above(self, last_sid: int) -> list[int]:
         """The peer's GOAWAY left these streams of ours unprocessed: they are closed."""
@@ -415,17 +424,20 @@ class Session:
             self._block_end = bool(flags & f.END_STREAM)
             self._block = [payload]
             self._block_size = len(payload)
+            self.block_since = self._clock()
             self._bound_block()
 
     def _read_continuation(self, sid: int, flags: int, payload: bytes) -> None:
         if not self._block_sid or sid != self._block_sid:
             raise SessionError(f.PROTOCOL_ERROR, "CONTINUATION outside a header block")
+        self.controls += 1  # empty ones carry nothing, and a block of them may be reopened again and again
         self._block.append(payload)
         self._block_size += len(payload)
         self._bound_block()
         if flags & f.END_HEADERS:
             block = b"".join(self._block)
             self._block = []
+            self.block_since = None
             self._block_sid = 0
             self._guarded = False
             self._headers(sid, block, self._block_end)
@@ -601,6 +613,8 @@ class Session:
         return payload[1 : len(payload) - payload[0]]
 
     def _bound_block(self) -> None:
+        if len(self._block) > BLOCK_FRAMES:
+            raise SessionError(f.ENHANCE_YOUR_CALM, f"header block in more than {BLOCK_FRAMES} frames")
         if self._block_size > self.max_block:
             raise SessionError(f.ENHANCE_YOUR_CALM, "header block larger than the header list limit")
 
