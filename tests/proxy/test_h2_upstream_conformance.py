@@ -816,3 +816,95 @@ async def test_a_slow_request_beside_a_begun_answer_is_not_timed_out(start_proxy
     assert (reply.status, reply.body, reply.reset) == (b"200", b"welcomefarewell", None)
     assert up.reply(sid).body == b"hellobye"
     assert not up.of_kind(RST_STREAM)
+
+
+# -- a malformed answer on a connection every client shares -------------------------------------------
+
+BIG = b"b" * 3000  # 12 references to it decode to over header_bytes (32 KiB) from a few coded bytes
+
+
+def oversized_head(up: Wire, sid: int) -> bytes:
+    """A head whose block is small but decodes past header_bytes: a field indexed (62 in the dynamic
+    table), then referenced twelve times by its index alone."""
+    block = up.block([*OK, (b"x-big", BIG)]) + b"\xbe" * 12
+    return up.headers(sid, block, end=False) + data(sid, b"x", end=True)
+
+
+@pytest.mark.parametrize(
+    ("script", "begun"),
+    [
+        pytest.param(
+            lambda up, sid: (
+                up.headers(sid, [*OK, (b"content-length", b"1x")], end=False) + data(sid, b"1x", end=True)
+            ),
+            False,
+            id="a content-length that is no number",
+        ),
+        pytest.param(
+            lambda up, sid: up.headers(sid, [*OK, (b"content-length", b"2"), (b"content-length", b"3")]),
+            False,
+            id="two content-lengths that disagree",
+        ),
+        pytest.param(
+            lambda up, sid: (
+                up.headers(sid, [*OK, (b"content-length", b"10")], end=False) + data(sid, b"12345", end=True)
+            ),
+            True,
+            id="DATA shorter than the content-length",
+        ),
+        pytest.param(
+            lambda up, sid: (
+                up.headers(sid, [*OK, (b"content-length", b"3")], end=False) + data(sid, b"12345")
+            ),
+            True,
+            id="DATA beyond the content-length",
+        ),
+        pytest.param(
+            lambda up, sid: (
+                up.headers(sid, OK, end=False) + data(sid, b"x") + up.headers(sid, TRAILERS, end=False)
+            ),
+            True,
+            id="trailers without END_STREAM",
+        ),
+        pytest.param(
+            lambda up, sid: up.headers(sid, [(b":status", b"2x0")], end=True),
+            False,
+            id="a :status that is not three digits",
+        ),
+        pytest.param(
+            lambda up, sid: up.headers(sid, [*OK, *((b"x-f%d" % i, b"v") for i in range(150))], end=True),
+            False,
+            id="more fields than header_count",
+        ),
+        pytest.param(oversized_head, False, id="a head that decodes past header_bytes"),
+    ],
+)
+async def test_a_malformed_answer_resets_its_stream_only(
+    scripted: Scripted, script: Callable[[Wire, int], bytes], begun: bool
+) -> None:
+    """RFC 9113 §8.1.1: a malformed answer on one upstream stream is that stream's error: RST_STREAM
+    PROTOCOL_ERROR on it, its client gets the proxy's 502 UPSTREAM_FAILED (a reset once its answer
+    began), and the other client's stream on the same upstream connection is answered; no GOAWAY."""
+    first = await scripted.call(b"/first")
+    other = await Wire.connect(scripted.proxy.port)
+    up = await scripted.upstream.connection()
+    sid, _ = await up.next_request()
+    other.request(1, b"/other")
+    other_sid, _ = await up.next_request()
+    up.send(script(up, sid), ping(b"barrier!"))
+    await up.wait(lambda f: f.payload == b"barrier!", "the PING ACK")
+    resets = up.of_kind(RST_STREAM, sid)
+    assert [reset.code for reset in resets] == [E.PROTOCOL_ERROR], up.summary()
+    reply = await first.answer(1)
+    await first.close()
+    if begun:
+        assert (reply.status, reply.reset) == (b"200", E.INTERNAL_ERROR), reply
+    else:
+        assert reply.status == b"502", reply
+        assert json.loads(reply.body)["details"][0]["reason"] == "UPSTREAM_FAILED"
+    answer(up, other_sid, [*OK, (b"x-after", BIG)], b"other")
+    reply = await other.answer(1)
+    await other.close()
+    assert (reply.status, reply.body) == (b"200", b"other")
+    assert dict(reply.blocks[0])[b"x-after"] == BIG
+    assert not up.of_kind(GOAWAY), up.summary()

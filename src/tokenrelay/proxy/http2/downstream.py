@@ -187,6 +187,11 @@ class H2Client(asyncio.Protocol):
             if not self.relay.resets.spend(self.peer):
                 raise SessionError(f.ENHANCE_YOUR_CALM, "rapid reset")
 
+    def on_malformed(self, sid: int, why: str) -> None:
+        # a connection error: a stream error would let a client make the proxy reset streams upstream
+        # at will, outside the reset budget ("MadeYouReset", CVE-2025-8671)
+        raise SessionError(f.PROTOCOL_ERROR, why)
+
     def on_window(self, sid: int) -> None:
         if sid:
             stream = self.streams.get(sid)

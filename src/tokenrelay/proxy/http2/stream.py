@@ -309,6 +309,12 @@ class Stream:
         else:
             self._reset_down(f.INTERNAL_ERROR)
 
+    def on_malformed(self, message: str) -> None:
+        """The upstream's answer is malformed (the upstream connection has reset and forgotten the
+        stream): what it sent of it is dropped, its window handed back to the shared connection."""
+        self._discard_down()
+        self.on_lost(message, unprocessed=False)
+
     # -- towards the client -----------------------------------------------------------------------------
 
     def pump_down(self) -> None:
