@@ -155,14 +155,17 @@ async def test_frames_that_carry_nothing_read_count_as_control_frames(
     GOAWAY after GOAWAY) and a SETTINGS of 2,730 entries (counted by entry) are a flood too: GOAWAY
     ENHANCE_YOUR_CALM, other clients served."""
     client = await RawH2.open(h2proxied.proxy.port, validate=False)
-    client.write(headers_frame(client, 1, b"/slow", end=False))
+    sid = client.request(b"/slow")
     if kind == "SETTINGS entries":
         flood = frame(SETTINGS, 0, 0, b"\x00\x03\x00\x00\x00\x64" * 2730)  # a 16,380-byte frame
     elif kind == "GOAWAY":
         flood = frame(GOAWAY, 0, 0, bytes(8)) * 5000  # NO_ERROR, last stream 0: stream 1 still finishes
     else:
-        client.write(frame(RST_STREAM, 0, 1, b"\x00\x00\x00\x08"))  # CANCEL
-        one = frame(DATA, 0, 1, b"") if kind.startswith("empty DATA") else frame(RST_STREAM, 0, 1, bytes(4))
+        client.h2.reset_stream(sid, ErrorCodes.CANCEL)
+        client.flush()
+        one = (
+            frame(DATA, 0, sid, b"") if kind.startswith("empty DATA") else frame(RST_STREAM, 0, sid, bytes(4))
+        )
         flood = one * 5000
     client.write(flood)
     goaway = await client.wait_closed()
@@ -467,13 +470,17 @@ async def test_a_header_block_of_empty_continuations_is_bounded(h2proxied: H2Pro
 
 async def test_continuations_count_as_control_frames(h2proxied: H2Proxied) -> None:
     """Header blocks of 63 empty CONTINUATIONs each, sent again and again on a stream the client
-    reset (each block read, then dropped): a flood, GOAWAY ENHANCE_YOUR_CALM."""
+    reset (each block decoded, then refused on that stream alone): a flood, GOAWAY ENHANCE_YOUR_CALM."""
     client = await RawH2.open(h2proxied.proxy.port, validate=False)
     await settled(client)
+    sid = client.request(b"/slow")
+    client.h2.reset_stream(sid, ErrorCodes.CANCEL)
+    client.flush()
     block = request_block(client)
-    client.write(frame(HEADERS, 0x4, 1, block) + frame(RST_STREAM, 0, 1, b"\x00\x00\x00\x08"))
     again = (
-        frame(HEADERS, 0, 1, block) + frame(CONTINUATION, 0, 1, b"") * 62 + frame(CONTINUATION, 0x4, 1, b"")
+        frame(HEADERS, 0, sid, block)
+        + frame(CONTINUATION, 0, sid, b"") * 62
+        + frame(CONTINUATION, 0x4, sid, b"")
     )
     client.write(again * 100)  # 6,400 frames, 100 of them HEADERS
     goaway = await client.wait_closed()

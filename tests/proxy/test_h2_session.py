@@ -599,3 +599,30 @@ def test_a_padded_headers_with_no_payload_is_refused() -> None:
     with pytest.raises(SessionError) as caught:
         session.feed(f.frame(f.HEADERS, f.PADDED | f.END_HEADERS, 1))
     assert caught.value.code == f.PROTOCOL_ERROR
+
+
+def test_frames_after_the_clients_end_or_reset_cost_only_that_stream() -> None:
+    """RFC 9113 §5.1: DATA on a stream the client ended (half-closed remote), or HEADERS on one it
+    reset, is a stream error (RST_STREAM STREAM_CLOSED), not the end of the connection: another
+    stream on it is still read."""
+    listener = Listener()
+    session = Session(listener, client=False, settings={}, decoder=BlockMemo(), max_block=32 * 1024)
+    h2 = H2Connection(H2Configuration(client_side=True, header_encoding=None))
+    h2.initiate_connection()
+    h2.send_headers(1, HEAD, end_stream=True)
+    h2.send_headers(3, HEAD)
+    h2.send_headers(5, HEAD)
+    h2.reset_stream(5)
+    session.feed(h2.data_to_send())
+    session.take()
+    block = Encoder().encode([(b"x-late", b"1")])
+    session.feed(f.frame(f.DATA, 0, 1, b"late") + f.frame(f.HEADERS, f.END_HEADERS, 5, block))
+    out = session.take()
+    assert f.rst_stream(1, f.STREAM_CLOSED) in out
+    assert f.rst_stream(5, f.STREAM_CLOSED) in out
+    h2.receive_data(out)
+    calls = listener.calls
+    h2.send_data(3, b"still", end_stream=True)
+    session.feed(h2.data_to_send())
+    assert listener.calls == calls + 1  # the DATA, read
+    assert 3 in session.streams

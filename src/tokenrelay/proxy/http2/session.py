@@ -40,6 +40,7 @@ from hpack.exceptions import HPACKError, OversizedHeaderListError
 from . import frames as f
 from .headercoding import BlockMemo, DecodedOversized, HeaderMemo
 from .states import (
+    CANCELLED,
     CLOSED,
     CONNECTION_ERROR,
     ENDED,
@@ -124,7 +125,7 @@ class Session:
         self._preface = not client  # a client's preface still to check
         self._settled = False  # the peer's first frame, a SETTINGS, came
         self._guarded = True  # the next frame's type is bound: not settled yet, or in a header block
-        self._resets: dict[int, None] = {}  # streams we reset lately, oldest first
+        self._resets: dict[int, bool] = {}  # streams reset lately, oldest first: by the peer?
         # windows the peer opened in this read: told once the whole read is taken (the connection's
         # too), so that the relay sends what all of them allow, not a sliver after each frame
         self._opened: dict[int, None] = {}
@@ -390,8 +391,9 @@ class Session:
         stream = self.streams.get(sid)
         if stream is not None:
             return ENDED if stream.remote_closed else OPEN
-        if sid in self._resets:
-            return RESET
+        by_peer = self._resets.get(sid)
+        if by_peer is not None:
+            return CANCELLED if by_peer else RESET
         if self._idle(sid):
             return IDLE if not self.client and sid & 1 else UNOPENED
         return CLOSED
@@ -406,7 +408,10 @@ class Session:
         if kind != f.WINDOW_UPDATE:  # counted already, as every WINDOW_UPDATE is
             self.controls += 1  # a frame that carries nothing read: a million of them is a flood
         if verdict == STREAM_ERROR:
-            self._reset_stream(sid, code)
+            if sid in self.streams:
+                self._reset_stream(sid, code)
+            else:  # closed already, and the relay told
+                self.out += f.rst_stream(sid, code)
         elif verdict == CONNECTION_ERROR:
             where = f"idle stream {sid}" if state <= UNOPENED else f"stream {sid}, after its end"
             raise SessionError(code, f"{KIND_NAMES[kind]} on {where}")
@@ -468,7 +473,7 @@ class Session:
             raise SessionError(f.FRAME_SIZE_ERROR, "RST_STREAM not of 4 bytes")
         if self._judge(f.RST_STREAM, sid):
             del self.streams[sid]
-            self._remember_reset(sid)
+            self._remember_reset(sid, by_peer=True)
             self.peer.on_reset(sid, f.u32(payload))
 
     def _read_settings(self, sid: int, flags: int, payload: bytes) -> None:
@@ -664,10 +669,11 @@ class Session:
         self.reset(sid, code)
         self.peer.on_reset(sid, code)
 
-    def _remember_reset(self, sid: int) -> None:
-        """Frames the peer sent before it learnt of the reset are ignored, not refused."""
+    def _remember_reset(self, sid: int, *, by_peer: bool = False) -> None:
+        """Frames the peer sent before it learnt of our reset are ignored, not refused (§5.1); after
+        its own, they are a stream error."""
         resets = self._resets
-        resets[sid] = None
+        resets[sid] = by_peer
         if len(resets) > RESETS_REMEMBERED:
             del resets[next(iter(resets))]
 

@@ -16,10 +16,11 @@ IDLE = 0  # not opened yet, and the peer may open it (a client's odd ids, at a s
 UNOPENED = 1  # not opened yet, and the peer may not: our own ids, or pushed ones (push is disabled)
 OPEN = 2  # open, or half-closed (local)
 ENDED = 3  # half-closed (remote): the peer ended its side with END_STREAM
-RESET = 4  # closed by a RST_STREAM lately (either way): frames still in flight come
-CLOSED = 5  # closed otherwise, or reset long ago
+RESET = 4  # closed lately by our RST_STREAM: the peer's frames sent before it learnt of it still come
+CANCELLED = 5  # closed lately by the peer's RST_STREAM
+CLOSED = 6  # closed otherwise, or reset long ago
 
-STATE_NAMES = ("idle", "unopened", "open", "ended", "reset", "closed")
+STATE_NAMES = ("idle", "unopened", "open", "ended", "reset", "cancelled", "closed")
 
 # verdicts
 READ = 0  # the frame is read
@@ -32,38 +33,45 @@ Verdict = tuple[int, int]  # (verdict, error code)
 _READ: Verdict = (READ, 0)
 _IGNORE: Verdict = (IGNORE, 0)
 _NOT_OPENED: Verdict = (CONNECTION_ERROR, f.PROTOCOL_ERROR)  # §5.1: idle allows HEADERS, PRIORITY only
-# §5.1 allows a stream error here, and a connection error once the stream closed on END_STREAM: the
-# proxy ends the connection, as before (the conformance suites accept either)
+# §5.1, half-closed (remote): a stream error, the others on the connection unharmed (on the upstream
+# side, every client's streams share it)
+_AFTER_HALF: Verdict = (STREAM_ERROR, f.STREAM_CLOSED)
+# §5.1, closed: a connection error is allowed once the stream closed on END_STREAM, and the proxy keeps
+# no record of a closed stream to reset (nor of which lower ids a client skipped, §5.1.1)
 _AFTER_END: Verdict = (CONNECTION_ERROR, f.STREAM_CLOSED)
 
 TRANSITIONS: dict[tuple[int, int], Verdict] = {
     (f.DATA, IDLE): _NOT_OPENED,
     (f.DATA, UNOPENED): _NOT_OPENED,
     (f.DATA, OPEN): _READ,
-    (f.DATA, ENDED): _AFTER_END,
-    (f.DATA, RESET): _IGNORE,  # sent before the peer learnt of the reset (its window given back)
+    (f.DATA, ENDED): _AFTER_HALF,
+    (f.DATA, RESET): _IGNORE,  # §5.1: sent before the peer learnt of the reset (its window given back)
+    (f.DATA, CANCELLED): _AFTER_HALF,  # §5.1: after the peer's own RST_STREAM, a stream error
     (f.DATA, CLOSED): _AFTER_END,
     (f.HEADERS, IDLE): _READ,  # opens it
     (f.HEADERS, UNOPENED): _NOT_OPENED,
     (f.HEADERS, OPEN): _READ,  # the head, or trailers
-    (f.HEADERS, ENDED): _AFTER_END,
+    (f.HEADERS, ENDED): _AFTER_HALF,
     (f.HEADERS, RESET): _IGNORE,
+    (f.HEADERS, CANCELLED): _AFTER_HALF,
     (f.HEADERS, CLOSED): _AFTER_END,
     (f.RST_STREAM, IDLE): _NOT_OPENED,
     (f.RST_STREAM, UNOPENED): _NOT_OPENED,
     (f.RST_STREAM, OPEN): _READ,
     (f.RST_STREAM, ENDED): _READ,
     (f.RST_STREAM, RESET): _IGNORE,  # both ends reset it at once
+    (f.RST_STREAM, CANCELLED): _IGNORE,  # answering a reset with a reset would loop
     (f.RST_STREAM, CLOSED): _IGNORE,  # §5.1: may arrive after the stream closed
     (f.WINDOW_UPDATE, IDLE): _NOT_OPENED,
     (f.WINDOW_UPDATE, UNOPENED): _NOT_OPENED,
     (f.WINDOW_UPDATE, OPEN): _READ,
     (f.WINDOW_UPDATE, ENDED): _READ,  # §5.1: our side may still send
     (f.WINDOW_UPDATE, RESET): _IGNORE,
+    (f.WINDOW_UPDATE, CANCELLED): _IGNORE,  # §6.9: may cross the reset (h2 ignores it too)
     (f.WINDOW_UPDATE, CLOSED): _IGNORE,  # §6.9: may arrive after the stream closed
     # §5.3.2, §6.3: PRIORITY is allowed in every state; the proxy reads only its length and its
     # dependency (a stream depending on itself is an error whatever its state)
-    **{(f.PRIORITY, state): _READ for state in range(6)},
+    **{(f.PRIORITY, state): _READ for state in range(len(STATE_NAMES))},
 }
 
 KIND_NAMES = {
