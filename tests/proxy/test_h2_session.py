@@ -93,6 +93,11 @@ class Recorder:
     def on_goaway(self, last_sid: int, code: int) -> None:
         self.goaway = (last_sid, code)
 
+    def on_malformed(self, sid: int, why: str) -> None:
+        if not self.session.client:  # as the proxy's client side: a connection error
+            raise SessionError(f.PROTOCOL_ERROR, why)
+        self.on_reset(sid, f.PROTOCOL_ERROR)
+
     def pump(self, sid: int) -> None:
         """Echo what is queued within the windows; trailers once the request has ended."""
         queue = self.echo.get(sid)
@@ -459,6 +464,9 @@ class Listener:
         self.calls += 1
 
     def on_goaway(self, last_sid: int, code: int) -> None:
+        self.calls += 1
+
+    def on_malformed(self, sid: int, why: str) -> None:
         self.calls += 1
 
 

@@ -31,10 +31,10 @@ class Limits:
     # silent mid-answer, or leave the request unread (a cut after); HTTP/2: also the longest a stream's
     # answer bytes may wait for a client that reads none of them (RST_STREAM CANCEL after)
     upstream_timeout: float = DEFAULT_PROXY_TIMEOUT
-    body_timeout: float = (
-        20.0  # HTTP/1.1: a request body's allowance before body_min_rate applies (408 after)
-    )
-    body_min_rate: int = 500  # HTTP/1.1: bytes/s a request body must average beyond body_timeout
+    # a request body's allowance before body_min_rate applies (408 after; HTTP/2: then RST_STREAM, and
+    # only until the answer's head: past it, a slow request is a bidirectional call's own pace)
+    body_timeout: float = 20.0
+    body_min_rate: int = 500  # bytes/s a request body must average beyond body_timeout
     pending_bytes: int = (
         256 * 1024
     )  # HTTP/1.1: body held while no upstream connection is bound (reading stops)
@@ -50,7 +50,7 @@ class Limits:
     # for each DATA frame sent), and streams reset by the client (rapid reset, CVE-2023-44487); beyond
     # either, GOAWAY ENHANCE_YOUR_CALM
     h2_control_frames: int = 1000
-    h2_resets: int = 200
+    h2_resets: int = 200  # per client address (or uid), across its connections: resets.py
     # a DATA frame this large (or the last one queued) may earn two WINDOW_UPDATEs from the client;
     # window granted a byte at a time, again and again, earns none
     h2_update_worthy_bytes: int = 1024

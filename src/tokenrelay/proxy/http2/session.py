@@ -11,8 +11,10 @@ endpoint, in either role (``client``: towards the upstream; else towards a clien
   CONTINUATION frames with nothing in between (§6.10), bounded by ``max_block`` bytes and
   ``BLOCK_FRAMES`` frames, and stamped (``block_since``) for the caller to time out;
 - streams: ids (§5.1.1), states (§5.1: idle, open, half-closed, closed; frames on a stream closed by
-  RST_STREAM ignored) judged by one table (states.py), the peer held to ``max_streams`` (§5.1.2),
-  content-length against DATA (§8.1.1);
+  RST_STREAM ignored) judged by one table (states.py), the peer held to ``max_streams`` (§5.1.2:
+  REFUSED_STREAM before it acknowledged them), content-length against DATA; a malformed message
+  (§8.1.1) is a stream error, reset and told to the peer (``on_malformed``), which may make it the
+  connection's;
 - flow control (§6.9): windows each way, the peer's kept to ours (FLOW_CONTROL_ERROR), ours reopened
   once the relay has passed the bytes on (``ack``), in WINDOW_UPDATEs of half a window or more;
 - SETTINGS (§6.5), PING (§6.7), GOAWAY (§6.8, both ways; streams below its last id finish);
@@ -36,7 +38,7 @@ from typing import Protocol
 from hpack.exceptions import HPACKError, OversizedHeaderListError
 
 from . import frames as f
-from .headercoding import BlockMemo, HeaderMemo
+from .headercoding import BlockMemo, DecodedOversized, HeaderMemo
 from .states import (
     CANCELLED,
     CLOSED,
@@ -91,6 +93,10 @@ class Peer(Protocol):
 
     def on_goaway(self, last_sid: int, code: int) -> None: ...
 
+    def on_malformed(self, sid: int, why: str) -> None:
+        """The peer's message on ``sid`` is malformed (§8.1.1): the session resets the stream once this
+        returns; raise SessionError to make it a connection error instead."""
+
 
 class Session:
     """One end of an HTTP/2 connection."""
@@ -138,6 +144,7 @@ class Session:
         self.max_streams = settings.get(f.MAX_CONCURRENT_STREAMS, 2**31 - 1)
         self.local_window = settings.get(f.INITIAL_WINDOW_SIZE, f.DEFAULT_WINDOW)
         self._stream_window = f.DEFAULT_WINDOW  # a new stream's, until our SETTINGS are acknowledged
+        self._acked = False  # the peer acknowledged our SETTINGS: max_streams binds it
         if f.MAX_HEADER_LIST_SIZE in settings:
             decoder.max_header_list_size = settings[f.MAX_HEADER_LIST_SIZE]
         # the peer's
@@ -243,7 +250,16 @@ class Session:
             if stream.unacked >= self._stream_window >> 1:
                 self.out += f.window_update(sid, stream.unacked)
                 stream.recv_window += stream.unacked
+                stream.granted += stream.unacked
                 stream.unacked = 0
+
+    def received(self, sid: int) -> int | None:
+        """The bytes of DATA (padding included) the peer sent on ``sid`` so far; None once it ended
+        its side. Worked out from the windows, so that the DATA path counts nothing more."""
+        stream = self.streams.get(sid)
+        if stream is None or stream.remote_closed:
+            return None
+        return stream.granted - stream.recv_window
 
     def goaway(self, code: int, debug: bytes = b"") -> None:
         """GOAWAY naming the last stream the peer opened: the streams up to it still finish."""
@@ -318,7 +334,10 @@ class Session:
             ended = bool(flags & f.END_STREAM)
             if stream.expected is not None:
                 stream.received += len(payload)
-                self._check_length(stream, ended)
+                if self._bad_length(stream, ended):
+                    self._malformed(sid, "a body longer or shorter than its content-length")
+                    self.ack(0, flow)  # the window it took is the connection's
+                    continue
             if ended:
                 self._end_remote(sid, stream)
             elif not payload:
@@ -522,8 +541,11 @@ class Session:
     # -- what the frames carry -------------------------------------------------------------------------
 
     def _headers(self, sid: int, block: bytes, ended: bool) -> None:
+        oversized = False
         try:
             headers: Headers = self.decoder.decode(block, raw=True)  # type: ignore[assignment]
+        except DecodedOversized:  # decoded whole: the HPACK table is in step, the error is the stream's
+            headers, oversized = [], True
         except OversizedHeaderListError as exc:
             raise SessionError(f.ENHANCE_YOUR_CALM, "header list larger than the limit") from exc
         except (HPACKError, IndexError, TypeError) as exc:
@@ -533,37 +555,60 @@ class Session:
         if (stream is None or stream.remote_closed) and not self._judge(f.HEADERS, sid):
             return
         if stream is None:  # idle: the peer opens it
-            if len(self.streams) >= self.max_streams:
-                raise SessionError(f.PROTOCOL_ERROR, f"more than {self.max_streams} streams at once")
-            self.highest_in = sid
-            stream = self.streams[sid] = StreamState(self.remote_window, self._stream_window)
-        if not stream.head:
-            if self.client and _informational(headers):
-                if ended:
-                    raise SessionError(f.PROTOCOL_ERROR, "an informational answer ending its stream")
+            stream = self._open_in(sid)
+            if stream is None:
                 return
-            stream.head = True
-            if not stream.bodiless and (b":status", b"304") not in headers:
-                self._content_length(stream, headers)
-                if ended and stream.expected is not None:
-                    self._check_length(stream, ended)
-            if ended:
-                self._end_remote(sid, stream)
-            self.peer.on_head(sid, headers, ended)
+        if oversized:
+            self._malformed(sid, f"a header list larger than {self.decoder.max_header_list_size} bytes")
+        elif not stream.head:
+            self._head(sid, stream, headers, ended)
+        elif not ended:
+            self._malformed(sid, "trailers without END_STREAM")
+        elif stream.expected is not None and self._bad_length(stream, ended):
+            self._malformed(sid, "a body longer or shorter than its content-length")
         else:
-            if not ended:
-                raise SessionError(f.PROTOCOL_ERROR, "trailers without END_STREAM")
-            if stream.expected is not None:
-                self._check_length(stream, ended)
             self._end_remote(sid, stream)
             self.peer.on_trailers(sid, headers)
 
+    def _open_in(self, sid: int) -> StreamState | None:
+        """A stream the peer opens; None when refused: beyond our limit before the peer acknowledged
+        it (gRPC clients burst on a fresh connection) it is REFUSED_STREAM, retried elsewhere (§5.1.2)."""
+        if len(self.streams) >= self.max_streams:
+            if self._acked:
+                raise SessionError(f.PROTOCOL_ERROR, f"more than {self.max_streams} streams at once")
+            self.highest_in = sid
+            self.controls += 1  # a refusal costs a frame: a flood of them is one
+            self.reset(sid, f.REFUSED_STREAM, ended=True)
+            return None
+        self.highest_in = sid
+        stream = self.streams[sid] = StreamState(self.remote_window, self._stream_window)
+        return stream
+
+    def _head(self, sid: int, stream: StreamState, headers: Headers, ended: bool) -> None:
+        if self.client and _informational(headers):
+            if ended:
+                self._malformed(sid, "an informational answer ending its stream")
+            return
+        stream.head = True
+        if not stream.bodiless and (b":status", b"304") not in headers:
+            why = self._content_length(stream, headers)
+            if why is None and ended and stream.expected is not None and self._bad_length(stream, ended):
+                why = "a body longer or shorter than its content-length"
+            if why is not None:
+                self._malformed(sid, why)
+                return
+        if ended:
+            self._end_remote(sid, stream)
+        self.peer.on_head(sid, headers, ended)
+
     def _settings_acked(self) -> None:
+        self._acked = True
         delta = self.local_window - self._stream_window
         if delta:  # our one SETTINGS is in force now: every stream's window moves by the difference
             self._stream_window = self.local_window
             for stream in self.streams.values():
                 stream.recv_window += delta
+                stream.granted += delta
 
     def _settings(self, payload: bytes) -> None:
         opened = False
@@ -642,20 +687,27 @@ class Session:
         if stream.local_closed:
             del self.streams[sid]
 
-    def _content_length(self, stream: StreamState, headers: Headers) -> None:
+    def _content_length(self, stream: StreamState, headers: Headers) -> str | None:
+        """Takes the message's content-length; what makes it malformed, if anything."""
         for name, value in headers:
             if name == b"content-length":
                 if not value.isdigit():
-                    raise SessionError(f.PROTOCOL_ERROR, "a content-length that is not a number")
+                    return "a content-length that is not a number"
                 if stream.expected is not None and stream.expected != int(value):
-                    raise SessionError(f.PROTOCOL_ERROR, "two content-lengths that disagree")
+                    return "two content-lengths that disagree"
                 stream.expected = int(value)
+        return None
 
-    def _check_length(self, stream: StreamState, ended: bool) -> None:
+    def _bad_length(self, stream: StreamState, ended: bool) -> bool:
         expected = stream.expected
         assert expected is not None
-        if stream.received > expected or (ended and stream.received != expected):
-            raise SessionError(f.PROTOCOL_ERROR, "a body longer or shorter than its content-length")
+        return stream.received > expected or (ended and stream.received != expected)
+
+    def _malformed(self, sid: int, why: str) -> None:
+        """§8.1.1: a malformed message is a stream error, RST_STREAM PROTOCOL_ERROR, the relay told why
+        (a server's relay may end the connection instead); the other streams go on."""
+        self.peer.on_malformed(sid, why)  # first: it may raise, and the connection ends without the RST
+        self.reset(sid, f.PROTOCOL_ERROR, ended=True)
 
 
 def _informational(headers: Headers) -> bool:

@@ -89,6 +89,7 @@ class StreamState:
     __slots__ = (
         "bodiless",
         "expected",
+        "granted",
         "head",
         "local_closed",
         "received",
@@ -101,6 +102,7 @@ class StreamState:
     def __init__(self, send_window: int, recv_window: int) -> None:
         self.send_window = send_window  # what we may still send on it
         self.recv_window = recv_window  # what the peer may still send on it
+        self.granted = recv_window  # all the window ever granted on it: less recv_window, what came
         self.unacked = 0  # bytes passed on, not yet given back to the peer
         self.local_closed = False
         self.remote_closed = False
