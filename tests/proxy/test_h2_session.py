@@ -28,6 +28,7 @@ from tokenrelay.proxy.http2.downstream import H2Client
 from tokenrelay.proxy.http2.headercoding import BlockMemo, UpstreamDecoder
 from tokenrelay.proxy.http2.relay import H2Relay
 from tokenrelay.proxy.http2.session import Session, SessionError, StreamGone
+from tokenrelay.proxy.http2.upstream import H2Upstream
 
 from ..support.h2client import RawH2
 from ..support.h2server import H2Proxied
@@ -764,3 +765,38 @@ async def test_any_frames_from_a_client_are_read_or_refused_by_the_front_end(h2p
         whole_frames(bytes(transport.written))
 
     client_sends()
+
+
+async def test_any_frames_from_the_upstream_are_read_or_refused(h2proxied: H2Proxied) -> None:
+    """Whatever frames the upstream sends on a connection carrying a client's request (any type,
+    flags, stream, payload, header fields such as a :status of 2x0): the upstream side
+    (upstream.H2Upstream) reads them, or resets the stream, or ends the connection with GOAWAY and an
+    RFC 9113 code; no other exception leaves data_received."""
+    context, relay = await warmed(h2proxied)
+    pool = relay.pool
+
+    @settings(max_examples=300, deadline=None)
+    @given(frames=PEER_FRAMES, cut=st.sampled_from([0, 1, 5]))
+    def upstream_sends(frames: list[Drawn], cut: int) -> None:
+        up = H2Upstream(pool)
+        upstream = Sink()
+        up.connection_made(upstream)
+        pool._conns.append(up)  # the one the client's stream goes on
+        conn, _client = front_end(context, relay)
+        try:
+            conn.data_received(
+                f.PREFACE
+                + f.settings({})
+                + f.frame(f.HEADERS, f.END_HEADERS | f.END_STREAM, 1, Encoder().encode(REQUEST))
+            )
+            assert up.streams  # precondition: the request went to this connection
+            encoder = Encoder()
+            data = f.settings({}) + encoded(frames, encoder)
+            for piece in chunks(data, cut):
+                up.data_received(piece)
+        finally:
+            up.connection_lost(None)
+            conn.connection_lost(None)
+        whole_frames(bytes(upstream.written).removeprefix(f.PREFACE))
+
+    upstream_sends()
