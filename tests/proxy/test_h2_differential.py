@@ -55,6 +55,9 @@ class Quiet:
 
     def on_reset(self, sid: int, code: int) -> None: ...
 
+    def on_malformed(self, sid: int, why: str) -> None:
+        raise SessionError(f.PROTOCOL_ERROR, why)  # as the front end: a client's is the connection's
+
     def on_window(self, sid: int) -> None: ...
 
     def on_goaway(self, last_sid: int, code: int) -> None: ...
