@@ -62,9 +62,6 @@ class Quiet:
 
     def on_goaway(self, last_sid: int, code: int) -> None: ...
 
-    def on_malformed(self, sid: int, why: str) -> None:
-        raise SessionError(f.PROTOCOL_ERROR, why)  # as the front end: a connection error
-
 
 def resets(out: bytes) -> list[tuple[int, int]]:
     """The RST_STREAMs in ``out`` (whole frames), as (stream, code)."""
