@@ -286,14 +286,9 @@ class Session:
         """Read what the peer sent; raises SessionError for a connection error."""
         if self.closed:
             return
-        if self._buffer:
-            data = self._buffer + data
-            self._buffer = b""
-        pos = 0
-        if self._preface:
-            pos = self._read_preface(data)
-            if not pos:
-                return
+        data, pos = self._begin(data)
+        if pos < 0:
+            return
         size = len(data)
         unpack = f.HEADER.unpack_from
         streams = self.streams
@@ -356,6 +351,16 @@ class Session:
         for sid in opened:
             if sid == 0 or sid in self.streams:
                 self.peer.on_window(sid)
+
+    def _begin(self, data: bytes) -> tuple[bytes, int]:
+        """The bytes to read, those kept from the last read first, and where the first frame begins
+        (-1: a client's preface is not whole yet, and kept)."""
+        if self._buffer:
+            data = self._buffer + data
+            self._buffer = b""
+        if not self._preface:
+            return data, 0
+        return data, self._read_preface(data) or -1
 
     def _read_preface(self, data: bytes) -> int:
         """Where the frames begin past a client's preface; 0: the preface is not whole yet (kept)."""
