@@ -908,3 +908,31 @@ async def test_a_malformed_answer_resets_its_stream_only(
     assert (reply.status, reply.body) == (b"200", b"other")
     assert dict(reply.blocks[0])[b"x-after"] == BIG
     assert not up.of_kind(GOAWAY), up.summary()
+
+
+async def test_a_request_body_held_up_by_the_connections_window_is_not_timed_out(
+    start_proxy: StartProxy,
+) -> None:
+    """A client whose connection window is spent on another stream's bytes, waiting for an upstream
+    that reads slowly, cannot send the body of a second stream: that body is not timed out for it."""
+    upstream = ScriptedUpstream(reopen=False)  # the upstream grants no window beyond the first 64 KiB
+    await upstream.start()
+    clock = FakeClock()
+    api_url = f"http://127.0.0.1:{upstream.port}/base"
+    window = 128 * 1024
+    proxy = await start_proxy(api_url, Tokens().build(api_url), clock=clock, h2_connection_window=window)
+    client = await Wire.connect(proxy.port)
+    client.send(client.headers(1, request_fields(b"/big", b"POST"), end=False))
+    client.send(*(data(1, bytes(16384)) for _ in range(window // 16384)))
+    client.send(client.headers(3, request_fields(b"/small", b"POST"), end=False))
+    up = await upstream.connection()
+    await up.next_request()
+    await up.next_request()
+    await client.round_trip()
+    clock.tick(60.0)
+    proxy.check_timeouts()
+    await client.round_trip(b"swept!!!")
+    await client.close()
+    await upstream.stop()
+    assert not client.of_kind(HEADERS), client.summary()
+    assert not client.of_kind(RST_STREAM), client.summary()

@@ -411,9 +411,11 @@ class Stream:
         """The request body, still coming, is later than HTTP/1.1's would be: body_timeout from the
         head, plus a second for every body_min_rate bytes. Judged only before the answer's head and
         while the upstream has taken all the client sent (else the wait is the upstream's): once the
-        upstream answers, a slow request is a bidirectional call's own pace."""
-        received = self.down.session.received(self.sid)
-        if received is None:
+        upstream answers, a slow request is a bidirectional call's own pace. Nor while the client's
+        connection window is all but spent: other streams' bytes, waiting for the upstream, hold it."""
+        session = self.down.session
+        received = session.received(self.sid)
+        if received is None or session.recv_window < f.DEFAULT_FRAME_SIZE:
             return False
         limits = self.down.limits
         return now - self.started > limits.body_timeout + received / limits.body_min_rate

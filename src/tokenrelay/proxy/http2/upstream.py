@@ -248,7 +248,7 @@ class H2Upstream(asyncio.Protocol):
 
     def _malformed(self, headers: Headers, trailers: bool) -> str | None:
         """What makes an answer's header list malformed, or too long (as on HTTP/1.1), if anything."""
-        if len(headers) > self.header_count:
+        if len(headers) > self.header_count + (not trailers):  # a head's :status is no header field
             return f"more than {self.header_count} header fields"
         flags = ANSWER_TRAILER_FLAGS if trailers else ANSWER_FLAGS
         try:
