@@ -98,7 +98,7 @@ class Verifier:
             raise Refused("MALFORMED", "the pod token is over 16 KiB: not a service-account token")
         try:
             header = jwt.get_unverified_header(value)
-        except jwt.DecodeError:
+        except jwt.InvalidTokenError:  # bad base64, a header that is not JSON, a kid that is no string
             raise Refused("MALFORMED", "the pod token is not a JWT") from None
         kid = header.get("kid")
         key = await self._keys.key(kid if isinstance(kid, str) else None)
@@ -137,8 +137,8 @@ class Verifier:
             ) from None
         except jwt.InvalidIssuerError:
             raise Refused("ISSUER", f"the pod token was not issued by {self._issuer}") from None
-        except jwt.MissingRequiredClaimError as exc:
-            raise Refused("CLAIMS", f"the pod token has no {exc.claim!r} claim") from None
+        except jwt.MissingRequiredClaimError as exc:  # every service-account token has exp, iss, aud
+            raise Refused("MALFORMED", f"the pod token has no {exc.claim!r} claim") from None
         except jwt.InvalidTokenError as exc:
             raise Refused("MALFORMED", f"the pod token cannot be read: {type(exc).__name__}") from None
         return claims
