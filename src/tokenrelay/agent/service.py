@@ -153,6 +153,7 @@ class NodeAgent:
             assert self.client is not None
             self._tasks.append(asyncio.ensure_future(watch(self.client, s.node_name, self.pods, self._rng)))
         self._tasks.append(asyncio.ensure_future(self.exchanges.run()))
+        self._tasks.append(asyncio.ensure_future(self.keys.run(s.cluster_jwks_refresh, self._sleep)))
         await self.pods.listed.wait()
         verifier = Verifier(self.keys, issuer=issuer, audience=s.audience, node=s.node_name, wall=self._wall)
         rates = ConnectionRates(s.max_requests_per_connection, self._clock)

@@ -50,6 +50,7 @@ AGENT_OPTION_NAMES = (
     "listen",
     "node_name",
     "cluster_jwks_file",
+    "cluster_jwks_refresh",
     "cluster_issuer",
     "pod_token_audience",
     "max_exchanges_per_second",
