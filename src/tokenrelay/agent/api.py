@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 
 from ..errors import ExchangeError, IdTokenError, TokenUnavailable
 from ..lite.aip193 import Code
@@ -124,8 +125,10 @@ async def get_token(request: web.Request) -> web.Response:
     return web.Response(body=body, headers=headers)
 
 
-def create_app(agent: Agent, ready: Callable[[], str | None]) -> web.Application:
-    app = web.Application()
+def create_app(
+    agent: Agent, ready: Callable[[], str | None], middlewares: Iterable[Middleware] = ()
+) -> web.Application:
+    app = web.Application(middlewares=tuple(middlewares))
     app[AGENT] = agent
     app.router.add_get("/v1/token", get_token)
     probes.health_routes(app, ready)

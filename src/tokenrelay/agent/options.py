@@ -21,6 +21,14 @@ DEFAULT_MAX_CACHE_ENTRIES = 4096
 # A retired (compromised) key lives on at most this long; one small read per node a minute is
 # 17 reads/s for 1,000 nodes, served from kube-apiserver's memory: less than the pod watches cost.
 DEFAULT_CLUSTER_JWKS_REFRESH = 60.0
+# A pod writes its request head on a local socket in microseconds: 10 s is for a starved node, and
+# what bounds a flood's memory is the connection cap, not this.
+DEFAULT_HEAD_TIMEOUT = 10.0
+DEFAULT_IDLE_TIMEOUT = 30.0
+# About 5 KiB of the agent's memory each while unfinished: 1024 are 5 MiB, for 110 pods (the
+# kubelet's default limit) asking at once with room to spare; one uid may hold an eighth.
+DEFAULT_MAX_CONNECTIONS = 1024
+DEFAULT_MAX_CONNECTIONS_PER_PEER = 128
 
 AGENT_OPTIONS: tuple[Option, ...] = (
     Option(
@@ -90,6 +98,35 @@ AGENT_OPTIONS: tuple[Option, ...] = (
         metavar="N",
     ),
     Option(
+        "head_timeout",
+        "Seconds a client may take to send a request head, from its first byte (then 408, closed).",
+        kind="seconds",
+        default=DEFAULT_HEAD_TIMEOUT,
+        metavar="SECONDS",
+    ),
+    Option(
+        "idle_timeout",
+        "Seconds a kept-alive client connection may wait without a request before it is closed.",
+        kind="seconds",
+        default=DEFAULT_IDLE_TIMEOUT,
+        metavar="SECONDS",
+    ),
+    Option(
+        "max_connections",
+        "Most client connections open at once, all pods together (more: 503, closed at once).",
+        kind="int",
+        default=DEFAULT_MAX_CONNECTIONS,
+        metavar="N",
+    ),
+    Option(
+        "max_connections_per_peer",
+        "Most client connections open at once from one peer uid (SO_PEERCRED; over TCP, one "
+        "address) (more: 429, closed at once).",
+        kind="int",
+        default=DEFAULT_MAX_CONNECTIONS_PER_PEER,
+        metavar="N",
+    ),
+    Option(
         "max_cache_entries",
         "Most (service account, identity, audience) tokens held; the least recently asked for goes.",
         kind="int",
@@ -133,6 +170,10 @@ class AgentSettings:
     pod_token_audience: str | None = None
     max_exchanges_per_second: int = DEFAULT_MAX_EXCHANGES_PER_SECOND
     max_requests_per_connection: int = DEFAULT_MAX_REQUESTS_PER_CONNECTION
+    head_timeout: float = DEFAULT_HEAD_TIMEOUT
+    idle_timeout: float = DEFAULT_IDLE_TIMEOUT
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
+    max_connections_per_peer: int = DEFAULT_MAX_CONNECTIONS_PER_PEER
     max_cache_entries: int = DEFAULT_MAX_CACHE_ENTRIES
     startup_taint: bool = False
     exchange_timeout: float = OPTIONS_BY_NAME["exchange_timeout"].default

@@ -55,6 +55,10 @@ AGENT_OPTION_NAMES = (
     "pod_token_audience",
     "max_exchanges_per_second",
     "max_requests_per_connection",
+    "head_timeout",
+    "idle_timeout",
+    "max_connections",
+    "max_connections_per_peer",
     "max_cache_entries",
     "startup_taint",
 )
