@@ -55,7 +55,8 @@ class AgentMetrics:
         self._refusals = Counter(
             "tokenrelay_agent_refusals",
             "Requests and connections refused, by reason (POD_TOKEN_<CHECK>, the token service's "
-            "reason, TOKEN_UNAVAILABLE, RATE_LIMITED, IDENTITY_MISSING, TOO_MANY_CONNECTIONS, ...).",
+            "reason, TOKEN_UNAVAILABLE, RATE_LIMITED, POD_RATE_LIMITED, IDENTITY_MISSING, "
+            "TOO_MANY_CONNECTIONS, TOO_MANY_CONNECTIONS_FROM_PEER).",
             ["reason"],
             registry=registry,
         )
@@ -89,7 +90,14 @@ class AgentMetrics:
         Gauge(
             "tokenrelay_build_info", "Always 1; the version is a label.", ["version"], registry=registry
         ).labels(version=__version__).set(1)
-        for reason in ("TOKEN_UNAVAILABLE", "RATE_LIMITED", "POD_TOKEN_SIGNATURE", "POD_TOKEN_POD_GONE"):
+        for reason in (
+            "TOKEN_UNAVAILABLE",
+            "RATE_LIMITED",
+            "POD_RATE_LIMITED",
+            "TOO_MANY_CONNECTIONS",
+            "POD_TOKEN_SIGNATURE",
+            "POD_TOKEN_POD_GONE",
+        ):
             self.refused(reason, count=0)
 
     def entries(self, size: int) -> None:

@@ -17,6 +17,14 @@ from ..lite.names import DEFAULT_AGENT_SOCKET, where
 AGENT_SOCKET_MODE = 0o666
 DEFAULT_MAX_EXCHANGES_PER_SECOND = 20
 DEFAULT_MAX_REQUESTS_PER_CONNECTION = 100
+# A pod's clients ask for a token they will use for minutes: 50 a second is far above what a busy
+# pod's credential helpers need (the bench's 500/s are spread over 110 pods), and a burst of 100
+# lets a pod start many clients at once.
+DEFAULT_MAX_REQUESTS_PER_POD = 50
+DEFAULT_POD_REQUEST_BURST = 100
+# A quarter of the node's default budget: four accounts asking at once cannot starve the rest.
+DEFAULT_MAX_EXCHANGES_PER_ACCOUNT = 5
+DEFAULT_REFUSAL_TTL = 30.0
 DEFAULT_MAX_CACHE_ENTRIES = 4096
 # A retired (compromised) key lives on at most this long; one small read per node a minute is
 # 17 reads/s for 1,000 nodes, served from kube-apiserver's memory: less than the pod watches cost.
@@ -98,6 +106,37 @@ AGENT_OPTIONS: tuple[Option, ...] = (
         metavar="N",
     ),
     Option(
+        "max_requests_per_pod",
+        "Most requests one pod (its verified token's uid) may make per second, all its connections "
+        "together (then 429 POD_RATE_LIMITED with Retry-After).",
+        kind="int",
+        default=DEFAULT_MAX_REQUESTS_PER_POD,
+        metavar="N",
+    ),
+    Option(
+        "pod_request_burst",
+        "Requests a pod may make at once beyond its --max-requests-per-pod rate.",
+        kind="int",
+        default=DEFAULT_POD_REQUEST_BURST,
+        metavar="N",
+    ),
+    Option(
+        "max_exchanges_per_account",
+        "Most exchanges one service account's keys start per second (its share of "
+        "--max-exchanges-per-second); more wait.",
+        kind="int",
+        default=DEFAULT_MAX_EXCHANGES_PER_ACCOUNT,
+        metavar="N",
+    ),
+    Option(
+        "refusal_ttl",
+        "Seconds a refusal by the token service (a 4xx) of a (service account, identity, audience) "
+        "is answered from memory, without another exchange.",
+        kind="seconds",
+        default=DEFAULT_REFUSAL_TTL,
+        metavar="SECONDS",
+    ),
+    Option(
         "head_timeout",
         "Seconds a client may take to send a request head, from its first byte (then 408, closed).",
         kind="seconds",
@@ -170,6 +209,10 @@ class AgentSettings:
     pod_token_audience: str | None = None
     max_exchanges_per_second: int = DEFAULT_MAX_EXCHANGES_PER_SECOND
     max_requests_per_connection: int = DEFAULT_MAX_REQUESTS_PER_CONNECTION
+    max_requests_per_pod: int = DEFAULT_MAX_REQUESTS_PER_POD
+    pod_request_burst: int = DEFAULT_POD_REQUEST_BURST
+    max_exchanges_per_account: int = DEFAULT_MAX_EXCHANGES_PER_ACCOUNT
+    refusal_ttl: float = DEFAULT_REFUSAL_TTL
     head_timeout: float = DEFAULT_HEAD_TIMEOUT
     idle_timeout: float = DEFAULT_IDLE_TIMEOUT
     max_connections: int = DEFAULT_MAX_CONNECTIONS

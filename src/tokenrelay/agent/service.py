@@ -33,7 +33,7 @@ from ..sidecar.probes import MetricsServer
 from ..tokens import sts
 from ..tokens.sts import Issued
 from . import cluster
-from .api import Agent, ConnectionRates, create_app
+from .api import Agent, create_app
 from .connections import ConnectionLimits, Connections
 from .exchanges import Exchanges
 from .jwks import ClusterKeys, KeysUnavailable, Load
@@ -42,6 +42,7 @@ from .metrics import AgentMetrics
 from .options import AgentSettings
 from .pods import NodePods, watch
 from .podtoken import Verifier
+from .ratelimit import ConnectionRates, Gcra
 
 if TYPE_CHECKING:
     from lightkube import AsyncClient
@@ -112,6 +113,8 @@ class NodeAgent:
             self.limiter,
             max_entries=settings.max_cache_entries,
             wait_timeout=settings.wait_timeout,
+            account_rate=settings.max_exchanges_per_account,
+            refusal_ttl=settings.refusal_ttl,
             clock=clock,
             wall=wall,
             sleep=sleep,
@@ -176,7 +179,8 @@ class NodeAgent:
         await self.pods.listed.wait()
         verifier = Verifier(self.keys, issuer=issuer, audience=s.audience, node=s.node_name, wall=self._wall)
         rates = ConnectionRates(s.max_requests_per_connection, self._clock)
-        agent = Agent(verifier, self.pods, self.exchanges, self.metrics, rates, s.api_url)
+        pod_rates = Gcra(s.max_requests_per_pod, s.pod_request_burst, self._clock)
+        agent = Agent(verifier, self.pods, self.exchanges, self.metrics, rates, pod_rates, s.api_url)
         self._runner = web.AppRunner(
             create_app(agent, self.ready, (self.connections.middleware(),)),
             access_log=None,
