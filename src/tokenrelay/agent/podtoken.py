@@ -146,6 +146,15 @@ class Verifier:
             raise Refused("MALFORMED", f"the pod token has no {exc.claim!r} claim") from None
         except jwt.InvalidTokenError as exc:
             raise Refused("MALFORMED", f"the pod token cannot be read: {type(exc).__name__}") from None
+        audiences = claims["aud"]
+        if not isinstance(audiences, str) and len(audiences) != 1:
+            # A token for several audiences is also good at the others, which could replay it here:
+            # the token service's audience must be the token's only one, as a projected volume makes it.
+            raise Refused(
+                "AUDIENCE",
+                f"the pod token carries {len(audiences)} audiences: project it for {self._audience} "
+                "alone (the agent's --pod-token-audience)",
+            )
         return claims
 
     def _pod(self, value: str, claims: dict[str, Any]) -> PodToken:
