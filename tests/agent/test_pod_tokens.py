@@ -3,6 +3,7 @@ real pod of this node must still pass (issuer, audience, the pod's phase, its de
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import logging
@@ -69,3 +70,31 @@ async def test_an_unreadable_pod_token_is_401_malformed(
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
     assert rig.service.calls == 0
     assert (await rig.ask(pod)).status == 200  # the agent serves on
+
+
+async def test_a_deleted_pod_is_refused_at_once(rig_factory: RigFactory) -> None:
+    """A pod the watch has reported deleted is refused POD_TOKEN_POD_GONE at once, the agent's clock
+    standing still: it does not wait out the newcomer's 5 s as a pod the watch has not seen would."""
+    rig = await rig_factory()
+    pod = rig.start_pod(Pod("web-1", "web"))
+    token = rig.key.token(pod, rig.auth_url)
+    assert (await rig.ask(pod, token=token)).status == 200
+    rig.delete_pod(pod)
+    refused = await asyncio.wait_for(rig.ask(pod, token=token), timeout=10.0)  # a bound, not a timing
+    assert (refused.status, refused.reason) == (401, "POD_TOKEN_POD_GONE")
+
+
+async def test_a_pods_renewed_token_replaces_its_first(rig_factory: RigFactory) -> None:
+    """When kubelet renews a pod's token, the account's next refresh uses the renewed one, though
+    the first is still valid then."""
+    rig = await rig_factory(lifetime=600.0)
+    pod = rig.start_pod(Pod("web-1", "web"))
+    first = rig.key.token(pod, rig.auth_url, now=rig.clock.wall(), life=400)
+    assert (await rig.ask(pod, token=first)).status == 200
+    await rig.advance(100.0)
+    renewed = rig.key.token(pod, rig.auth_url, life=3600)  # iat now: PyJWT checks it on the real clock
+    assert (await rig.ask(pod, token=renewed)).status == 200
+    calls = rig.service.calls
+    await rig.advance(250.0)  # the service's token (600 s) is refreshed at 45-50% of its life
+    assert rig.service.calls > calls
+    assert rig.service.seen_id_tokens[-1] == renewed

@@ -186,12 +186,12 @@ def _account(pod_token: str) -> str:
 
 async def test_a_deleted_pods_token_is_refused_and_not_used_for_refreshes(rig: AgentRig) -> None:
     """After its pod is deleted, a pod's token is refused, and the account's next refresh uses the
-    token of a pod still running."""
+    token of a pod still running, though the deleted pod's token would live longer."""
     leaving = rig.start_pod(Pod("web-1", "web"))
     staying = rig.start_pod(Pod("web-2", "web"))
-    leaving_token = rig.key.token(leaving, rig.auth_url)
+    leaving_token = rig.key.token(leaving, rig.auth_url, life=7200)
     assert (await rig.ask(leaving, token=leaving_token)).status == 200
-    staying_token = rig.key.token(staying, rig.auth_url, life=7200)
+    staying_token = rig.key.token(staying, rig.auth_url)
     assert (await rig.ask(staying, token=staying_token)).status == 200
     rig.delete_pod(leaving)
     refused = await rig.ask(leaving, token=leaving_token)

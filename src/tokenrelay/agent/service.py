@@ -77,7 +77,7 @@ class NodeAgent:
         self._pod_source = pod_source
         self._rng = rng or random.Random()
         self._sleep = sleep
-        self.pods = NodePods()
+        self.pods = NodePods(clock, sleep)
         self.registry = registry or CollectorRegistry()
         self.metrics = AgentMetrics(
             self.registry, pods=lambda: len(self.pods), connections=lambda: len(self.connections)
