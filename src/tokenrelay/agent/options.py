@@ -33,8 +33,9 @@ DEFAULT_CLUSTER_JWKS_REFRESH = 60.0
 # what bounds a flood's memory is the connection cap, not this.
 DEFAULT_HEAD_TIMEOUT = 10.0
 DEFAULT_IDLE_TIMEOUT = 30.0
-# About 5 KiB of the agent's memory each while unfinished: 1024 are 5 MiB, for 110 pods (the
-# kubelet's default limit) asking at once with room to spare; one uid may hold an eighth.
+# About 6.4 KiB of the agent's memory each while unfinished (bench/agent_flood.py): 1024 are under
+# 7 MiB, for 110 pods (the kubelet's default limit) asking at once with room to spare; one uid may
+# hold an eighth.
 DEFAULT_MAX_CONNECTIONS = 1024
 DEFAULT_MAX_CONNECTIONS_PER_PEER = 128
 
