@@ -291,3 +291,32 @@ def test_doctor_without_the_agent_or_the_token_names_the_fix(cluster: Cluster) -
     assert checks["agent.socket"]["status"] == "failed"
     assert "kubectl -n tokenrelay-agent get pods" in checks["agent.socket"]["fix"]
     assert checks["agent.token"]["status"] == "skipped"
+
+
+async def test_a_pod_finished_before_the_list_is_not_running(cluster: Cluster) -> None:
+    """The pod watch's first list (at start-up, and after a broken watch) leaves out a pod that has
+    already finished: its token is refused without a watch event to say so."""
+    import asyncio
+
+    from lightkube import AsyncClient
+    from lightkube.config.kubeconfig import KubeConfig
+
+    from tokenrelay.agent.pods import NodePods, watch
+
+    done = cluster.pod("listed-done", "beta")
+    live = cluster.pod("listed-live", "beta")
+    cluster.plane.kubectl(
+        "patch", "pod", "listed-done", "-n", NAMESPACE, "--subresource=status", "--type=merge",
+        "-p", json.dumps({"status": {"phase": "Succeeded"}}),
+    )  # fmt: skip
+    client = AsyncClient(config=KubeConfig.from_file(cluster.plane.kubeconfig).get())
+    pods = NodePods()
+    watching = asyncio.ensure_future(watch(client, "node-a", pods))
+    try:
+        await asyncio.wait_for(pods.listed.wait(), timeout=30.0)
+        assert pods.running(live["metadata"]["uid"])
+        assert not pods.running(done["metadata"]["uid"])
+    finally:
+        watching.cancel()
+        await asyncio.gather(watching, return_exceptions=True)
+        await client.close()
