@@ -121,3 +121,22 @@ async def test_one_peer_is_capped_below_the_node(rig_factory: RigFactory) -> Non
     assert len(rig.node_agent.connections) == 3
     for _, w in [*held, (reader, writer)]:
         w.close()
+
+
+async def test_listen_over_tcp_is_bounded_too(rig_factory: RigFactory) -> None:
+    """--listen's TCP connections have the socket's bounds: past --max-connections-per-peer from one
+    address, a 429 and a close; a head that never ends, a 408."""
+    rig = await rig_factory(listen=("127.0.0.1", 0), max_connections_per_peer=1, head_timeout=10.0)
+    port = rig.node_agent.tcp_port
+    assert port is not None
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    await _opened(rig, 1)
+    second, second_writer = await asyncio.open_connection("127.0.0.1", port)
+    answer = await _until_closed(second)
+    assert answer.startswith(b"HTTP/1.1 429 ") and b"address 127.0.0.1" in answer, answer
+    writer.write(PARTIAL_HEAD)
+    await writer.drain()
+    await rig.drift(11.0)
+    assert (await _until_closed(reader)).startswith(b"HTTP/1.1 408 ")
+    for w in (writer, second_writer):
+        w.close()
