@@ -1,8 +1,8 @@
 """The agent's local API: ``GET /v1/token?audience=AUD&identity=UID`` with the pod's token as
 ``Authorization: Bearer``, answered as the sidecar answers (``sidecar.localapi.render``), refused in
-its AIP-193 shape (docs/agent.md has the table). The pod's token is verified before anything else;
-the token service's own refusal reaches the pod in its words, and nothing falls back to another
-identity."""
+its AIP-193 shape (``refusals``; docs/agent.md has the table). The pod's token is verified before
+anything else; the token service's own refusal reaches the pod in its words, and nothing falls back
+to another identity."""
 
 from __future__ import annotations
 
@@ -12,16 +12,15 @@ from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
 from ..errors import ExchangeError, IdTokenError, TokenUnavailable
-from ..lite.aip193 import Code
-from ..lite.names import IDENTITY_ENV
 from ..sidecar import probes
-from ..sidecar.localapi import EncodedTokens, error_response, render
-from . import ratelimit
+from ..sidecar.localapi import EncodedTokens, render
+from . import ratelimit, refusals
 from .exchanges import Exchanges, Key
 from .metrics import AgentMetrics
 from .pods import NodePods
-from .podtoken import Refused, Verifier
+from .podtoken import Verifier
 from .ratelimit import POD, ConnectionRates, Gcra
+from .refusals import Refused
 
 
 class Agent:
@@ -50,9 +49,9 @@ class Agent:
 AGENT: web.AppKey[Agent] = web.AppKey("agent", Agent)
 
 
-def _refuse(agent: Agent, status: int, code: Code, message: str, reason: str) -> web.Response:
-    agent.metrics.refused(reason)
-    return error_response(status, code, message, reason)
+def _refuse(agent: Agent, refused: Refused) -> web.Response:
+    agent.metrics.refused(refused.reason)
+    return refused.answer()
 
 
 TOKEN_ROUTE = "token"
@@ -71,13 +70,9 @@ async def identify(request: web.Request, handler: Handler) -> web.StreamResponse
     try:
         pod = await agent.verifier.verify(request.headers.get("Authorization"))
         if not agent.pods.running(pod.pod_uid) and not await agent.pods.wait_for(pod.pod_uid):
-            raise Refused(
-                "POD_GONE",
-                f"pod {pod.namespace}/{pod.pod_name} (uid {pod.pod_uid}) does not run on this node "
-                "any more: its token is refused",
-            )
+            raise refusals.POD_GONE.refuse(namespace=pod.namespace, pod=pod.pod_name, uid=pod.pod_uid)
     except Refused as refused:
-        return _refuse(agent, 401, Code.UNAUTHENTICATED, refused.message, refused.reason)
+        return _refuse(agent, refused)
     request[POD] = pod
     return await handler(request)
 
@@ -88,20 +83,13 @@ async def get_token(request: web.Request) -> web.Response:
     query = request.query
     identity = query.get("identity", "")
     if not identity:
-        return _refuse(
-            agent,
-            400,
-            Code.INVALID_ARGUMENT,
-            f"no identity: set {IDENTITY_ENV} in the pod to the uid of the identity it assumes "
-            "(sent as ?identity=)",
-            "IDENTITY_MISSING",
-        )
+        return _refuse(agent, refusals.IDENTITY_MISSING.refuse())
     key = Key(pod.namespace, pod.service_account, identity, query.get("audience") or agent.default_audience)
     agent.exchanges.presented(pod)
     refusal = agent.exchanges.refusal(key)
     if refusal is not None:  # the service refused this key moments ago: its words, no exchange
         return _refuse(
-            agent, 403, Code.PERMISSION_DENIED, refusal.message, refusal.reason or "EXCHANGE_REFUSED"
+            agent, refusals.EXCHANGE_REFUSED.refuse(reason=refusal.reason, message=refusal.message)
         )
     provider = agent.exchanges.provider(key)
     token = provider.current()
@@ -117,10 +105,9 @@ async def get_token(request: web.Request) -> web.Response:
                 # The service refused this service account that identity (a 403, or a 400/401 about
                 # the pod's token or the identity): its words, its reason; never another identity.
                 agent.exchanges.refused(key, error)
-                return _refuse(
-                    agent, 403, Code.PERMISSION_DENIED, error.message, error.reason or "EXCHANGE_REFUSED"
-                )
-            return _refuse(agent, 503, Code.UNAVAILABLE, exc.message, "TOKEN_UNAVAILABLE")
+                refused = refusals.EXCHANGE_REFUSED.refuse(reason=error.reason, message=error.message)
+                return _refuse(agent, refused)
+            return _refuse(agent, refusals.TOKEN_UNAVAILABLE.refuse(message=exc.message))
     body, headers = render(token, request.headers.get("Accept", ""), agent.bodies)
     return web.Response(body=body, headers=headers)
 
