@@ -1,14 +1,16 @@
 """The agent's refusals: one catalogue, the docs' table generated from it, every answer one of its
-rows."""
+rows, and the request policy as ordered checks that a new member joins by registration alone."""
 
 from __future__ import annotations
 
 import re
 import string
+from dataclasses import replace
 
 from aiohttp import web
 
 from tokenrelay.agent import refusals
+from tokenrelay.agent.checks import Asking, Checks
 from tokenrelay.agent.refusals import CATALOGUE, Refusal
 from tokenrelay.config import docgen
 from tokenrelay.lite import aip193
@@ -107,3 +109,29 @@ async def test_a_connection_asking_too_often_is_its_catalogue_row(rig_factory: R
     pod = rig.start_pod(Pod("web-1", "web"))
     assert (await rig.ask(pod, identity="")).status == 400
     assert row_of(await rig.ask(pod, identity="")) is refusals.RATE_LIMITED
+
+
+class _Weekdays:
+    """A made-up policy: no identity called "weekend"."""
+
+    async def __call__(self, asking: Asking) -> None:
+        if asking.asked.identity == "weekend":
+            raise replace(refusals.IDENTITY_MISSING, reason="NOT_ON_WEEKENDS").refuse()
+
+
+async def test_a_check_joins_the_policy_by_registration_alone(rig_factory: RigFactory) -> None:
+    """A check added to the ordered policy list is applied after the ones before it, answered as
+    its row says and counted by reason, with no change to the handler; other requests pass."""
+    rig = await rig_factory()
+    agent = rig.node_agent.agent
+    assert agent is not None
+    agent.checks = Checks(agent.checks.caller, (*agent.checks.policy, _Weekdays()))
+    pod = rig.start_pod(Pod("web-1", "web"))
+    refused = await rig.ask(pod, identity="weekend")
+    assert (refused.status, refused.reason) == (400, "NOT_ON_WEEKENDS")
+    assert (await rig.ask(pod, identity="")).reason == "IDENTITY_MISSING"  # the earlier check first
+    assert (await rig.ask(pod)).status == 200
+    count = rig.node_agent.registry.get_sample_value(
+        "tokenrelay_agent_refusals_total", {"reason": "NOT_ON_WEEKENDS"}
+    )
+    assert count == 1
