@@ -74,6 +74,7 @@ async def identify(request: web.Request, handler: Handler) -> web.StreamResponse
 
 
 async def get_token(request: web.Request) -> web.Response:
+    """The verified pod's token: the policy's checks, one call for the key's provider, its token."""
     agent = request.app[AGENT]
     asking = Asking(request, request[POD])
     try:
