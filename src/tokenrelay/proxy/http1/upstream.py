@@ -7,7 +7,7 @@ the upstream (back-pressure). After a ``101 Switching Protocols`` both connectio
 bytes flow untouched both ways.
 
 Dependencies run one way: this module knows nothing of the client side or of the pool. It reports
-what happens to the answer through ``AnswerEvents``, which the client connection implements (and
+what happens to the answer through ``AnswerEvents``, which each request implements (request.py,
 which decides about retries and pooling), and tells its ``Owner`` (the pool) when it dies idle.
 """
 
@@ -54,7 +54,7 @@ _IDLE, _HEAD, _INTERIM, _BODY, _DISCARDING, _DISCARDED, _DONE, _SPLICED = tuple(
 
 
 class AnswerEvents(Protocol):
-    """What an upstream connection reports about the answer it reads; the client side implements it."""
+    """What an upstream connection reports about the answer it reads; a request (request.py) implements it."""
 
     def answer_head(self, status: int, close_delimited: bool) -> bool:
         """The answer's head is about to go out; whether the client's connection stays open after it."""
