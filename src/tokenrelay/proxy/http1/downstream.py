@@ -72,6 +72,7 @@ class ClientConnection(asyncio.Protocol):
         self._queue: deque[Request] = deque()
         self._url = b""
         self._headers: list[tuple[bytes, bytes]] = []
+        self._last_head = headers.last_request()
         self._head_size = 0
         self._unparsed = 0
         self._phase = _HEAD
@@ -239,7 +240,7 @@ class ClientConnection(asyncio.Protocol):
             request.stage = _RECEIVED
             self._enqueue(request)
             raise _StopParsing  # the refusal is queued, and closes the connection
-        head = headers.request(self._headers)
+        head = self._last_head.filter(self._headers)
         self._headers = []
         request.head_only = method == b"HEAD"
         request.idempotent = method in methods.IDEMPOTENT

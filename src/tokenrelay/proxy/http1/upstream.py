@@ -124,6 +124,7 @@ class UpstreamConnection(asyncio.BufferedProtocol):
         self._upgrade = False
         self._parser = httptools.HttpResponseParser(self)
         self._headers: list[tuple[bytes, bytes]] = []
+        self._last_head = headers.last_response()
         self._reason = b""
         self._out: list[bytes] = []
         self._rechunk = False  # towards the client, the body is chunked by the proxy
@@ -309,7 +310,7 @@ class UpstreamConnection(asyncio.BufferedProtocol):
             if self._head_only:
                 self._end_head_answer(_DISCARDED)
             return
-        head = headers.response(self._headers)
+        head = self._last_head.filter(self._headers)
         lines = [status_line(status, self._reason), head.lines]
         no_body = self._head_only or status in _NO_BODY_STATUSES or status == 101
         close_delimited = False
