@@ -78,6 +78,7 @@ class ClientConnection(asyncio.Protocol):
         self._phase = _HEAD
         self.head_started: float | None = None  # a request head is arriving, since then
         self.idle_since = clock()
+        self._now = 0.0  # when the read being parsed arrived: one clock reading serves its callbacks
         self.flow = ReadFlow(clock)
         self.writing_paused = False
         self._upgrading: Request | None = None
@@ -120,6 +121,7 @@ class ClientConnection(asyncio.Protocol):
             return
         if self.flow.reasons & STOPPED:
             return
+        self._now = now = self._clock()
         upgrading = self._upgrading
         if upgrading is not None and upgrading.stage is not _RECEIVING:
             self._hold(data)
@@ -131,7 +133,7 @@ class ClientConnection(asyncio.Protocol):
                     self._speak_h2(data)
                     return
                 self._fresh = False
-                self.head_started = self._clock()
+                self.head_started = now
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserUpgrade as exc:
@@ -199,7 +201,7 @@ class ClientConnection(asyncio.Protocol):
     # -- httptools callbacks ---------------------------------------------------------------------
 
     def on_message_begin(self) -> None:
-        self._parsing = Request(self, self._clock())
+        self._parsing = Request(self, self._now)
         self._url = b""
         self._headers = []
         self._head_size = 0
@@ -227,7 +229,7 @@ class ClientConnection(asyncio.Protocol):
             self._phase = _BODY
         self._unparsed = 0
         self.head_started = None
-        request.body_started = self._clock()
+        request.body_started = self._now
         parser = self._parser
         method = parser.get_method()
         request.keep_alive = parser.should_keep_alive()
@@ -271,7 +273,7 @@ class ClientConnection(asyncio.Protocol):
             self._phase = _HEAD
         if request.chunked:
             request.forward(b"0\r\n\r\n")
-        request.received(self._clock())
+        request.received(self._now)
 
     # -- what the request calls --------------------------------------------------------------------
 
@@ -280,13 +282,13 @@ class ClientConnection(asyncio.Protocol):
         if self.transport is not None and self._phase is not _CLOSED:
             self.transport.write(data)
 
-    def ended(self, request: Request) -> None:
-        """``request``'s answer went out in full."""
+    def ended(self, request: Request, now: float) -> None:
+        """``request``'s answer went out in full, at ``now``."""
         self._active = None
         if request.close_after or request.stage is _RECEIVING or self.last:
             self._close()
             return
-        self.idle_since = self._clock()
+        self.idle_since = now
         if self._queue:
             following = self._queue.popleft()
             if not self._queue:

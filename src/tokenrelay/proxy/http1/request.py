@@ -66,8 +66,8 @@ class Client(Protocol):
 
     def send(self, data: bytes) -> None: ...
 
-    def ended(self, request: Request) -> None:
-        """The answer went out in full: the next request, or the close."""
+    def ended(self, request: Request, now: float) -> None:
+        """The answer went out in full at ``now``: the next request, or the close."""
         ...
 
     def resume(self, reason: int) -> None: ...
@@ -380,5 +380,6 @@ class Request:
         """The answer went out in full."""
         self.active = False
         client = self.client
-        client.context.observer.request(self.status, client.context.clock() - self.started)
-        client.ended(self)
+        now = client.context.clock()
+        client.context.observer.request(self.status, now - self.started)
+        client.ended(self, now)
