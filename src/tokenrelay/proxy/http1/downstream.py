@@ -15,7 +15,7 @@ from typing import cast
 
 import httptools
 
-from .. import headers, methods, refusals
+from .. import headers, refusals
 from ..context import ProxyContext
 from ..limits import Limits
 from ..refusals import Refusal
@@ -231,32 +231,15 @@ class ClientConnection(asyncio.Protocol):
         self.head_started = None
         request.body_started = self._now
         parser = self._parser
-        method = parser.get_method()
         request.keep_alive = parser.should_keep_alive()
         request.http11 = parser.get_http_version() == "1.1"
-        upstream = self.context.target
-        refused = methods.refusal(method)  # the parser has refused non-tokens: a 405 here
-        target = upstream.target(self._url) if refused is None else None
-        if target is None:
-            request.refusal = answers.render(refused or refusals.foreign_target(), close=True)
-            request.stage = _RECEIVED
-            self._enqueue(request)
-            raise _StopParsing  # the refusal is queued, and closes the connection
         head = self._last_head.filter(self._headers)
         self._headers = []
-        request.head_only = method == b"HEAD"
-        request.idempotent = method in methods.IDEMPOTENT
-        request.chunked = head.chunked
-        request.expect_continue = head.expect_continue
-        parts = [method, b" ", target, b" HTTP/1.1\r\n", upstream.host_header, head.lines]
-        if head.chunked:
-            parts.append(b"Transfer-Encoding: chunked\r\n")
-        if head.upgrade and parser.should_upgrade():
-            request.upgrade = True
-            request.keep_alive = False  # after a refused upgrade the connection's state is unclear
-            parts.append(b"Connection: Upgrade\r\nUpgrade: " + head.upgrade + b"\r\n")
+        if not request.admit(parser.get_method(), self._url, head, parser.should_upgrade()):
+            self._enqueue(request)
+            raise _StopParsing  # the refusal is queued, and closes the connection
+        if request.upgrade:
             self._upgrading = request
-        request.prefix = b"".join(parts)
         self._enqueue(request)
 
     def on_body(self, body: bytes) -> None:

@@ -1,5 +1,6 @@
 """One HTTP/1.1 request's lifecycle, from its parsed head to its answer's end: the policy (refused, or
-a token and an upstream connection), its body, its answer, its retry and its upstream deadline.
+its head made for the upstream, a token and an upstream connection), its body, its answer, its retry
+and its upstream deadline.
 
 The client connection (downstream.py) translates the wire: it parses, queues pipelined requests and
 owns the client's transport and timeouts; it makes a ``Request`` per request head and hands it the
@@ -24,9 +25,10 @@ import logging
 from typing import TYPE_CHECKING, Protocol
 
 from ...tokens.token import Token
-from .. import refusals
+from .. import methods, refusals
 from ..bearer import Held
 from ..deadline import AWAITING_HEAD, Deadline
+from ..headers import Head
 from ..limits import Limits
 from ..policy import Replay, acquire, may_heal
 from ..refusals import Refusal
@@ -136,6 +138,31 @@ class Request:
         self.body_received = 0
 
     # -- what the client connection calls -----------------------------------------------------------
+
+    def admit(self, method: bytes, url: bytes, head: Head, upgradable: bool) -> bool:
+        """Its head has arrived: whether it is forwarded (its upstream head made), else ``refusal`` is
+        its answer. ``head``: the client's header lines as the upstream may see them (headers.py);
+        ``upgradable``: the parser takes it for an upgrade request."""
+        upstream = self.client.context.target
+        refused = methods.refusal(method)  # the parser has refused non-tokens: a 405 here
+        target = upstream.target(url) if refused is None else None
+        if target is None:
+            self.refusal = answers.render(refused or refusals.foreign_target(), close=True)
+            self.stage = _RECEIVED
+            return False
+        self.head_only = method == b"HEAD"
+        self.idempotent = method in methods.IDEMPOTENT
+        self.chunked = head.chunked
+        self.expect_continue = head.expect_continue
+        parts = [method, b" ", target, b" HTTP/1.1\r\n", upstream.host_header, head.lines]
+        if head.chunked:
+            parts.append(b"Transfer-Encoding: chunked\r\n")
+        if head.upgrade and upgradable:
+            self.upgrade = True
+            self.keep_alive = False  # after a refused upgrade the connection's state is unclear
+            parts.append(b"Connection: Upgrade\r\nUpgrade: " + head.upgrade + b"\r\n")
+        self.prefix = b"".join(parts)
+        return True
 
     def start(self) -> None:
         """Its turn has come: answer the refusal, or send it with the token."""
