@@ -170,3 +170,28 @@ async def test_peers_that_fill_the_node_make_room_for_a_peer_with_fewer(rig_fact
     assert await _until_closed(crowd[0][0]) == b""  # the oldest of the peer holding the most
     for _, w in [*crowd, (reader, writer)]:
         w.close()
+
+
+async def test_the_metrics_port_is_bounded_too(rig_factory: RigFactory) -> None:
+    """--metrics-listen, which any pod of the cluster can reach, has the socket's bounds: a head that
+    never ends gets a 408 and a close, one connection past --max-connections-per-peer a 429; the
+    probes are still answered."""
+    rig = await rig_factory(metrics_listen=("127.0.0.1", 0), max_connections_per_peer=2, head_timeout=10.0)
+    metrics = rig.node_agent._metrics
+    assert metrics is not None and metrics.port is not None
+    port = metrics.port
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(b"GET /metrics HTTP/1.1\r\nHost: agent\r\n")
+    await writer.drain()
+    probe, probe_writer = await asyncio.open_connection("127.0.0.1", port)
+    probe_writer.write(b"GET /healthz HTTP/1.1\r\nHost: agent\r\nConnection: close\r\n\r\n")
+    assert (await _until_closed(probe)).startswith(b"HTTP/1.1 200 ")
+    held, held_writer = await asyncio.open_connection("127.0.0.1", port)
+    extra, extra_writer = await asyncio.open_connection("127.0.0.1", port)
+    answer = await _until_closed(extra)
+    assert answer.startswith(b"HTTP/1.1 429 ") and b"TOO_MANY_CONNECTIONS_FROM_PEER" in answer, answer
+    await rig.drift(11.0)
+    for unfinished in (reader, held):
+        assert (await _until_closed(unfinished)).startswith(b"HTTP/1.1 408 ")
+    for w in (writer, probe_writer, held_writer, extra_writer):
+        w.close()
