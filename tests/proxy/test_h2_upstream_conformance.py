@@ -11,6 +11,7 @@ answer (§8.1.1) is a stream error, reset at the upstream, and the client gets t
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 from collections.abc import AsyncIterator, Callable
@@ -966,3 +967,29 @@ async def test_an_upstream_header_block_that_never_ends_times_out(start_proxy: S
     assert reply.status == b"502", reply
     await still_serves(scripted)
     await upstream.stop()
+
+
+@pytest.mark.parametrize(
+    "flood",
+    [ping(b"floodme!") * 5000, settings({MAX_CONCURRENT_STREAMS: 100}) * 5000],
+    ids=["PING", "SETTINGS"],
+)
+async def test_an_upstream_flooding_frames_that_ask_a_reply_is_calmed(
+    scripted: Scripted, flood: bytes
+) -> None:
+    """5,000 PINGs or SETTINGS from the upstream at once, each asking an ACK that piles up in the
+    proxy while the upstream does not read (CVE-2019-9512): that connection ends (GOAWAY
+    ENHANCE_YOUR_CALM, unless the close's reset overtakes it), the client's stream gets a 502, and the
+    next request is served on a new connection, as a client's flood is calmed."""
+    client = await scripted.call()
+    up = await scripted.upstream.connection()
+    await up.next_request()
+    up.send(flood, ping(b"barrier!"))
+    with contextlib.suppress(AssertionError):  # no ACK of it once the proxy has closed
+        await up.wait(lambda f: f.kind == PING and f.payload == b"barrier!", "the barrier's ACK")
+    await up.closed()
+    reply = await client.answer(1)
+    await client.close()
+    assert {f.code for f in up.of_kind(GOAWAY)} <= {E.ENHANCE_YOUR_CALM}, up.summary()
+    assert reply.status == b"502", reply
+    await still_serves(scripted)

@@ -163,6 +163,11 @@ class H2Upstream(asyncio.Protocol):
             self.close(why)
             self.flusher.run()
             return
+        if self.session.asks > self.pool.limits.h2_control_frames:
+            # Not ``controls``, as for a client: frames in flight on streams we reset count there,
+            # and a false alarm here would end every client's streams on the connection.
+            self.calm("PING or SETTINGS flood")
+            return
         self.mark()
         self.flusher.run()
 
@@ -358,6 +363,7 @@ class H2Pool:
 
     def sweep(self, now: float) -> None:
         for conn in list(self._conns):
+            conn.session.asks = 0  # a second's worth
             since = conn.session.block_since
             if since is not None and now - since > self.limits.header_timeout:
                 # a block in progress stops every other frame, so every client's streams on it
