@@ -115,7 +115,7 @@ class _Weekdays:
     """A made-up policy: no identity called "weekend"."""
 
     async def __call__(self, asking: Asking) -> None:
-        if asking.asked.identity == "weekend":
+        if asking.key is not None and asking.key.identity == "weekend":
             raise replace(refusals.IDENTITY_MISSING, reason="NOT_ON_WEEKENDS").refuse()
 
 

@@ -69,18 +69,21 @@ async def identify(request: web.Request, handler: Handler) -> web.StreamResponse
         await apply(agent.checks.caller, asking)
     except Refused as refused:
         return _refuse(agent, refused)
-    request[POD] = asking.verified
+    assert asking.pod is not None  # the caller's checks passed
+    request[POD] = asking.pod
     return await handler(request)
 
 
 async def get_token(request: web.Request) -> web.Response:
     """The verified pod's token: the policy's checks, one call for the key's provider, its token."""
     agent = request.app[AGENT]
-    asking = Asking(request, request[POD])
+    pod = request[POD]
+    asking = Asking(request, pod)
     try:
         await apply(agent.checks.policy, asking)
-        key = asking.asked
-        token = await _token(agent, agent.exchanges.provider(asking.verified, key), key)
+        key = asking.key
+        assert key is not None  # the policy's checks passed
+        token = await _token(agent, agent.exchanges.provider(pod, key), key)
     except Refused as refused:
         return _refuse(agent, refused)
     body, headers = render(token, request.headers.get("Accept", ""), agent.bodies)

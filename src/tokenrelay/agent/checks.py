@@ -36,20 +36,8 @@ class Asking:
 
     def __init__(self, request: web.Request, pod: PodToken | None = None) -> None:
         self.request = request
-        self.pod = pod
-        self.key: Key | None = None
-
-    @property
-    def verified(self) -> PodToken:
-        """The caller's pod; precondition: the caller's checks passed."""
-        assert self.pod is not None
-        return self.pod
-
-    @property
-    def asked(self) -> Key:
-        """What the pod asks for; precondition: ``IdentityNamed`` passed."""
-        assert self.key is not None
-        return self.key
+        self.pod = pod  # set by PodTokenValid
+        self.key: Key | None = None  # set by IdentityNamed
 
 
 Check = Callable[[Asking], Awaitable[None]]
@@ -85,7 +73,8 @@ class PodRunsHere:
         self._pods = pods
 
     async def __call__(self, asking: Asking) -> None:
-        pod = asking.verified
+        pod = asking.pod
+        assert pod is not None  # precondition: PodTokenValid passed
         if not self._pods.running(pod.pod_uid) and not await self._pods.wait_for(pod.pod_uid):
             raise refusals.POD_GONE.refuse(namespace=pod.namespace, pod=pod.pod_name, uid=pod.pod_uid)
 
@@ -106,7 +95,8 @@ class IdentityNamed:
         identity = query.get("identity", "")
         if not identity:
             raise refusals.IDENTITY_MISSING.refuse()
-        pod = asking.verified
+        pod = asking.pod
+        assert pod is not None  # precondition: PodTokenValid passed
         audience = query.get("audience") or self._default_audience
         asking.key = Key(pod.namespace, pod.service_account, identity, audience)
 
@@ -121,7 +111,8 @@ class NotRefusedLately:
         self._exchanges = exchanges
 
     async def __call__(self, asking: Asking) -> None:
-        refused = self._exchanges.refusal(asking.asked)
+        assert asking.key is not None  # precondition: IdentityNamed passed
+        refused = self._exchanges.refusal(asking.key)
         if refused is not None:
             raise refusals.EXCHANGE_REFUSED.refuse(reason=refused.reason, message=refused.message)
 
