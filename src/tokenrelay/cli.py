@@ -141,7 +141,7 @@ def _run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"tokenrelay run: {exc}", file=sys.stderr)
         return 2
-    from .sidecar import logs
+    from .serving import logs
 
     logs.setup(settings.log_level, settings.log_format)
     return run_settings(settings, reload=lambda: config.load(args))
@@ -174,7 +174,7 @@ def prepare_daemon() -> None:
     # of idle RSS (bench/idle_rss.py), for lists aiohttp freezes at start-up; the pure-Python twin
     # serves them as well. Set only when the user has not chosen.
     os.environ.setdefault("FROZENLIST_NO_EXTENSIONS", "1")
-    from .sidecar.mimetable import load_aiohttp_web
+    from .serving.mimetable import load_aiohttp_web
     from .systemroots import no_default_roots
 
     with no_default_roots():  # aiohttp's import-time contexts: replaced by clienttls before any use
@@ -191,7 +191,7 @@ def run_service(
     import asyncio
 
     from .errors import ConfigError
-    from .sidecar import logs
+    from .serving import logs
 
     logs.setup(log_level, "text")
     try:

@@ -18,8 +18,8 @@ from tokenrelay.errors import SinkError
 from tokenrelay.helpers.hosts import parse_spec
 from tokenrelay.lite import files
 from tokenrelay.render import RenderSink, parse
+from tokenrelay.serving.sinks import FileSink
 from tokenrelay.sidecar.metrics import Metrics
-from tokenrelay.sidecar.sinks import FileSink
 from tokenrelay.tokens.sts import Issued
 from tokenrelay.tokens.token import Token
 

@@ -15,7 +15,7 @@ from aiohttp import web
 from ..errors import ExchangeError, IdTokenError, TokenUnavailable
 from ..lite.aip193 import Code
 from ..lite.names import IDENTITY_ENV
-from ..sidecar import probes
+from ..serving import probes
 from ..sidecar.localapi import EncodedTokens, error_response, render
 from .exchanges import Exchanges, Key
 from .metrics import AgentMetrics

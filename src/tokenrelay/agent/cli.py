@@ -24,7 +24,7 @@ def run(args: argparse.Namespace) -> int:
 
     from ..cli import prepare_daemon
     from ..errors import ConfigError
-    from ..sidecar import logs
+    from ..serving import logs
     from . import options
 
     try:

@@ -21,7 +21,7 @@ from aiohttp import web
 
 from ..lite.aip193 import Code
 from ..lite.netloc import is_loopback
-from ..servingsite import ServingSite
+from ..serving.site import ServingSite
 from . import api, groups, identities, providers, repos, role_bindings
 from .access import ROLE_BY_NAME
 from .advisories import create_advisory

@@ -164,7 +164,7 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event | None = None) -> 
         try:
             await server.start()
         except OSError as exc:
-            from ..sidecar.listening import bind_error
+            from ..serving.listening import bind_error
 
             raise bind_error(exc, "--listen", *args.listen) from None
         url = server.url

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from ..config import Settings, add_logging_options
 from ..lite.netloc import is_loopback, parse_hostport
-from ..sidecar.listening import bind_error
+from ..serving.listening import bind_error
 from ..wrap.workspace import private_directory
 from . import commandpaths, groups
 from .commandpaths import installed, scripts_dir, sh

@@ -20,9 +20,10 @@ from ..errors import TokenUnavailable, UnknownAudience
 from ..lite import aip193
 from ..lite.aip193 import Code
 from ..lite.names import EXPIRES_HEADER
-from ..servingsite import ServingSite
+from ..serving import probes, unixsocket
+from ..serving.site import ServingSite
 from ..tokens.token import Token, TokenSource
-from . import probes, quicktoken, unixsocket
+from . import quicktoken
 
 if TYPE_CHECKING:
     from ..config import Settings
@@ -160,7 +161,7 @@ class SocketServer:
         answer = quick_answer(self._app)
         policy = None
         if self._settings.socket_allow_uid or self._settings.socket_allow_gid:
-            from . import peercred  # only with --socket-allow-uid/gid: idle memory is the budget
+            from ..serving import peercred  # only with --socket-allow-uid/gid: idle memory is the budget
 
             policy = peercred.Policy(self._settings.socket_allow_uid, self._settings.socket_allow_gid)
             refusals = peercred.RefusalLog()

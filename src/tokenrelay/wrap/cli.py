@@ -146,7 +146,7 @@ def _serve(
     import asyncio
 
     from ..cli import daemon_loop_factory, prepare_daemon
-    from ..sidecar import logs
+    from ..serving import logs
 
     logs.setup(settings.log_level, settings.log_format)
     prepare_daemon()

@@ -22,7 +22,7 @@ from ..config import Settings
 from ..errors import ConfigError
 from ..helpers.hosts import Host
 from ..lite.names import HOSTS_ENV, SOCKET_ENV
-from ..sidecar.unixsocket import MAX_PATH_BYTES, longest_bound
+from ..serving.unixsocket import MAX_PATH_BYTES, longest_bound
 
 SOCKET_NAME = "tokenrelay.sock"
 # On the command's PATH whatever it configures: `tokenrelay token`, and the helpers its own

@@ -1,0 +1,10 @@
+"""The serving kit: what every long-running command (``run``, ``exec``, ``agent``, ``webhook``,
+``emulate``, ``dev``) builds on, below all of them, as Vault's ``agentproxyshared`` is below its
+Agent and Proxy. Nothing here knows one command's settings.
+
+``listening`` (a bind failure names the flag), ``unixsocket`` (a socket never reachable with a
+wider mode), ``parentdirs``, ``peercred`` (who is at the other end of a socket), ``probes``
+(/healthz, /readyz and the metrics port), ``clienttls`` (the HTTP session's TLS context), ``logs``,
+``sinks`` (the private file writer), ``site`` (an aiohttp site served through a protocol of our
+own), ``mimetable``.
+"""
