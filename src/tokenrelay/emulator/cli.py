@@ -140,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
         from .standins import STAND_INS as commands
 
         return commands[args.action](args.words)
-    from ..cli import run_service
+    from ..serving.startup import run_service
 
     return run_service("emulate", lambda: serve(args), log_level="info", interrupted=0)
 
