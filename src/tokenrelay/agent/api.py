@@ -16,7 +16,7 @@ from ..errors import ExchangeError, IdTokenError, TokenUnavailable
 from ..lite.aip193 import Code
 from ..lite.names import IDENTITY_ENV
 from ..serving import probes
-from ..sidecar.localapi import EncodedTokens, error_response, render
+from ..serving.tokenanswer import EncodedTokens, error_response, render
 from .exchanges import Exchanges, Key
 from .metrics import AgentMetrics
 from .pods import NodePods
