@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Coroutine
+from typing import Protocol, TypeVar
 
 TYPE_CHECKING = False  # not typing's: imported by every command, and paid for at each start
 if TYPE_CHECKING:
@@ -16,6 +17,43 @@ if TYPE_CHECKING:
 
 Main = Callable[[], Coroutine[object, object, int]]
 LoopFactory = Callable[[], "asyncio.AbstractEventLoop"]
+
+
+class CommandSettings(Protocol):
+    """What ``run_command`` reads of a command's settings: how to log."""
+
+    @property
+    def log_level(self) -> str: ...
+
+    @property
+    def log_format(self) -> str: ...
+
+
+S = TypeVar("S", bound=CommandSettings)
+
+
+def run_command(
+    name: str,
+    load: Callable[[], S],
+    main: Callable[[S], Coroutine[object, object, int]],
+    *,
+    loop_for: Callable[[S], LoopFactory | None] = lambda settings: None,
+) -> int:
+    """A long-running command from its flags to its exit status: its settings (``load()``; a
+    ConfigError as ``tokenrelay NAME: message``, exit 2), its logs as they say, aiohttp loaded lean,
+    then ``main(settings)`` on ``loop_for(settings)``'s loop (``run_until_done``). ``main`` imports
+    what loads aiohttp in its body: it runs after ``prepare_daemon``."""
+    from ..errors import ConfigError
+    from . import logs
+
+    try:
+        settings = load()
+    except ConfigError as exc:
+        print(f"tokenrelay {name}: {exc}", file=sys.stderr)
+        return 2
+    logs.setup(settings.log_level, settings.log_format)
+    prepare_daemon()
+    return run_until_done(name, lambda: main(settings), loop_factory=loop_for(settings))
 
 
 def prepare_daemon() -> None:

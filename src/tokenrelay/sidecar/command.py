@@ -5,12 +5,10 @@
 
 from __future__ import annotations
 
-import sys
-
 TYPE_CHECKING = False  # not typing's: imported before aiohttp, which prepare_daemon must precede
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Callable
+    from collections.abc import Coroutine
 
     from ..config import Settings
     from ..serving.startup import LoopFactory
@@ -18,28 +16,14 @@ if TYPE_CHECKING:
 
 def run(args: argparse.Namespace) -> int:
     from .. import config
-    from ..errors import ConfigError
-    from ..serving import logs
+    from ..serving.startup import run_command
 
-    try:
-        settings = config.load(args)
-    except ConfigError as exc:
-        print(f"tokenrelay run: {exc}", file=sys.stderr)
-        return 2
-    logs.setup(settings.log_level, settings.log_format)
-    return run_settings(settings, reload=lambda: config.load(args))
+    def serve(settings: Settings) -> Coroutine[object, object, int]:
+        from . import daemon  # after prepare_daemon: see run_command
 
+        return daemon.serve(settings, reload=lambda: config.load(args))
 
-def run_settings(settings: Settings, reload: Callable[[], Settings] | None = None) -> int:
-    """Run the daemon (see daemon_loop_factory for its event loop); ``reload`` re-reads settings (SIGHUP)."""
-    from ..serving.startup import prepare_daemon, run_until_done
-
-    prepare_daemon()
-    from . import daemon
-
-    return run_until_done(
-        "run", lambda: daemon.serve(settings, reload=reload), loop_factory=daemon_loop_factory(settings)
-    )
+    return run_command("run", lambda: config.load(args), serve, loop_for=daemon_loop_factory)
 
 
 def daemon_loop_factory(settings: Settings) -> LoopFactory | None:
