@@ -1,6 +1,7 @@
 # tokenrelay: the sidecar image. A builder stage makes a virtualenv; the runtime copies only that.
 #   docker build -t tokenrelay .
 #   docker run --rm --read-only --tmpfs /var/run/tokenrelay:uid=65532,gid=65532 tokenrelay --help
+# With extras (the aws and spiffe OIDC sources need theirs): --build-arg EXTRAS=aws,spiffe
 # Offline (no package index reachable from the build): put every wheel in ./wheelhouse first,
 #   pip wheel --wheel-dir wheelhouse . 'setuptools>=77,<85'
 #   docker build --network none --build-arg PIP_NO_INDEX=1 -t tokenrelay .
@@ -24,15 +25,22 @@ WORKDIR /src
 # The build context is what .dockerignore lets through: pyproject.toml, README.md, src/, scripts/ and
 # a ./wheelhouse when there is one.
 COPY . ./
-# The image runs the sidecar and the webhook, never the emulator: its gRPC stack (grpcio and the
-# protobuf packages, about 23 MB) is uninstalled again, and so are pip and setuptools (another 20 MB),
-# which nothing runs at runtime. They stay ordinary dependencies so that `pip install .` alone gives a
-# working `tokenrelay dev`; in this image `tokenrelay dev` says what is missing.
+RUN python -m venv /opt/tokenrelay && /opt/tokenrelay/bin/pip install --no-cache-dir .
+# The extras to install as well, comma-separated: aws (--id-token-source aws: botocore), spiffe
+# (--id-token-source spiffe: grpcio), keyring. The image has no pip to add one later: a source that
+# needs one says to build again with it. Declared here, after the base install, so that images with
+# other extras share that layer.
+ARG EXTRAS=""
+# The image runs the sidecar, the agent and the webhook, never the emulator: its gRPC stack (grpcio and
+# the protobuf packages, about 23 MB) is uninstalled again but for what EXTRAS needs (spiffe keeps
+# grpcio and protobuf), and so are pip and setuptools (another 20 MB), which nothing runs at runtime.
+# They stay ordinary dependencies so that `pip install .` alone gives a working `tokenrelay dev`; in
+# this image `tokenrelay dev` says what is missing. `tokenrelay.imagebuild` checks EXTRAS (a misspelt
+# extra is a build error naming it), records it, and lists them.
 # The bytecode is compiled here, once: the runtime's root filesystem is read-only.
-RUN python -m venv /opt/tokenrelay \
-    && /opt/tokenrelay/bin/pip install --no-cache-dir . \
-    && /opt/tokenrelay/bin/pip uninstall --yes --quiet \
-        grpcio grpcio-reflection protobuf googleapis-common-protos setuptools pip \
+RUN if [ -n "$EXTRAS" ]; then /opt/tokenrelay/bin/pip install --no-cache-dir ".[$EXTRAS]"; fi \
+    && /opt/tokenrelay/bin/python -m tokenrelay.imagebuild "$EXTRAS" >/tmp/left-out.txt \
+    && /opt/tokenrelay/bin/pip uninstall --yes --quiet --requirement /tmp/left-out.txt \
     && if command -v strip >/dev/null; then \
         find /opt/tokenrelay \( -name '*.so' -o -name '*.so.*' \) -type f -exec strip --strip-unneeded {} +; \
     else \
@@ -53,6 +61,8 @@ COPY --from=builder /opt/tokenrelay /opt/tokenrelay
 RUN tokenrelay --version >/dev/null || { echo "error: BUILDER_IMAGE and PYTHON_IMAGE must carry the same \
 Python (the builder's virtualenv does not run here): pass --build-arg BUILDER_IMAGE with the full image of \
 PYTHON_IMAGE's Python" >&2; exit 1; }
+# The extras' packages import here too (grpcio needs libstdc++, which a minimal base may lack).
+RUN python -m tokenrelay.imagebuild --imports
 # 65532 is the conventional "nonroot" id (distroless); numeric so that runAsNonRoot can verify it.
 USER 65532:65532
 ENTRYPOINT ["tokenrelay", "run"]

@@ -6,13 +6,14 @@ FakeTokenService on loopback that counts exchanges and refuses the identity ``un
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,9 @@ from aiohttp import web
 from tokenrelay.lite import aip193
 from tokenrelay.testing import FakeTokenService, ThreadedServer, refusal
 
+from ..support.agent import AgentRig, start_rig
 from ..support.k8s import ControlPlane
+from ..support.paths import short_dir
 
 NAMESPACE = "agent-e2e"
 NODE = "node-a"
@@ -254,3 +257,22 @@ def cluster(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactor
     text = (directory / "agent.log").read_text()
     for secret in {*service.issued, *service.seen_id_tokens}:
         assert secret.split(".")[1] not in text, "a token is in the agent's log"
+
+
+RigFactory = Callable[..., Awaitable[AgentRig]]
+
+
+@pytest.fixture
+async def rig_factory() -> AsyncIterator[RigFactory]:
+    """The agent in-process on a FakeClock (tests/support/agent.py), with the settings a test gives."""
+    cleanups: list[Any] = []
+
+    async def build(**settings: Any) -> AgentRig:
+        rig, done = await start_rig(short_dir(), **settings)
+        cleanups.extend(done)
+        return rig
+
+    yield build
+    for cleanup in cleanups:
+        with contextlib.suppress(Exception):
+            await cleanup()

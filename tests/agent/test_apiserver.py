@@ -122,6 +122,8 @@ def test_identity_the_service_refuses_is_refused_in_its_words(cluster: Cluster) 
         ("another node", "POD_TOKEN_NODE"),
         ("wrong audience", "POD_TOKEN_AUDIENCE"),
         ("forged", "POD_TOKEN_SIGNATURE"),
+        ("wrong issuer", "POD_TOKEN_ISSUER"),
+        ("second audience", "POD_TOKEN_AUDIENCE"),
         ("expired", "POD_TOKEN_EXPIRED"),
         ("not bound to a pod", "POD_TOKEN_CLAIMS"),
         ("no token", "POD_TOKEN_MISSING"),
@@ -129,7 +131,8 @@ def test_identity_the_service_refuses_is_refused_in_its_words(cluster: Cluster) 
     ],
 )
 def test_tokens_that_do_not_prove_a_pod_here_are_refused(cluster: Cluster, case: str, reason: str) -> None:
-    """401 naming the check the pod's token failed, and no exchange for it."""
+    """401 naming the check the pod's token failed, and no exchange for it (none for the identity
+    asked for, unique to the case: the module's other keys may refresh meanwhile)."""
     from cryptography.hazmat.primitives import serialization
 
     if "web-5" not in cluster.pods:
@@ -141,19 +144,24 @@ def test_tokens_that_do_not_prove_a_pod_here_are_refused(cluster: Cluster, case:
         "another node": lambda: cluster.token("far-1"),
         "wrong audience": lambda: cluster.token("web-5", audience="https://elsewhere.example"),
         "forged": lambda: _resign(cluster, good, ec.generate_private_key(ec.SECP256R1())),
+        "wrong issuer": lambda: _resign(cluster, good, real_key, iss="https://issuer.elsewhere.example"),
+        "second audience": lambda: _resign(
+            cluster, good, real_key, aud=[cluster.auth_url, "https://elsewhere.example"]
+        ),
         "expired": lambda: _resign(cluster, good, real_key, exp=_claims(good)["iat"] - 60),
         "not bound to a pod": lambda: cluster.plane.token(NAMESPACE, "alpha", [cluster.auth_url]),
         "no token": lambda: None,
         "not a JWT": lambda: "not-a-jwt",
     }
     token = makers[case]()
-    before = cluster.service.calls
-    reply = cluster.ask(token)
+    identity = "refused-" + case.replace(" ", "-")
+    reply = cluster.ask(token, identity=identity)
     assert reply.status == 401, reply.body
     assert reply.reason == reason
-    assert cluster.service.calls == before
-    if token:
-        assert token not in reply.body.decode()
+    assert not [q for q in cluster.service.seen_queries if q.get("identity") == identity]
+    if token:  # booleans, so that a failure does not print the token
+        echoed, exchanged = token in reply.body.decode(), token in cluster.service.seen_id_tokens
+        assert not echoed and not exchanged
 
 
 def test_a_deleted_pods_token_is_refused(cluster: Cluster) -> None:
@@ -163,6 +171,22 @@ def test_a_deleted_pods_token_is_refused(cluster: Cluster) -> None:
     assert cluster.ask(token).status == 200
     cluster.plane.kubectl("delete", "pod", "gone-1", "-n", NAMESPACE, "--grace-period=0", "--force")
     wait_for(lambda: cluster.ask(token).status == 401, "the deleted pod's token to be refused")
+    assert cluster.ask(token).reason == "POD_TOKEN_POD_GONE"
+
+
+@pytest.mark.parametrize("phase", ["Succeeded", "Failed"])
+def test_a_finished_pods_token_is_refused(cluster: Cluster, phase: str) -> None:
+    """Once its pod has finished (its phase Succeeded or Failed, as kubelet reports it), a token that
+    still has an hour to live is refused POD_TOKEN_POD_GONE, though the pod object remains."""
+    name = f"job-{phase.lower()}"
+    cluster.pod(name, "beta")
+    token = cluster.token(name)
+    assert cluster.ask(token).status == 200
+    cluster.plane.kubectl(
+        "patch", "pod", name, "-n", NAMESPACE, "--subresource=status", "--type=merge",
+        "-p", json.dumps({"status": {"phase": phase}}),
+    )  # fmt: skip
+    wait_for(lambda: cluster.ask(token).status == 401, f"the {phase} pod's token to be refused")
     assert cluster.ask(token).reason == "POD_TOKEN_POD_GONE"
 
 
@@ -248,13 +272,17 @@ def test_doctor_passes_in_a_pod_the_agent_serves(cluster: Cluster) -> None:
 
 
 def test_doctor_says_why_the_agent_refuses_and_what_to_do(cluster: Cluster) -> None:
-    """A token of the wrong audience: the agent's refusal and the fix naming the annotation and flag."""
+    """A token of the wrong audience (an injector whose auth URL is not the agent's): the agent's
+    refusal, and the fix naming the pod's audience, the injector's TOKENRELAY_AUTH_URL, the annotation
+    and the agent's flag."""
     cluster.pod("doctor-2", "alpha")
     status, checks = doctor(cluster, cluster.token("doctor-2", audience="https://elsewhere.example"))
     assert status == 1
     token = checks["agent.token"]
     assert (token["status"], token["details"]["reason"]) == ("failed", "POD_TOKEN_AUDIENCE")
     assert "tokenrelay.dev/oidc-audience" in token["fix"] and "--pod-token-audience" in token["fix"]
+    assert "the pod's token is for https://elsewhere.example" in token["fix"]
+    assert "the injector's TOKENRELAY_AUTH_URL" in token["fix"]
 
 
 def test_doctor_without_the_agent_or_the_token_names_the_fix(cluster: Cluster) -> None:
@@ -267,3 +295,32 @@ def test_doctor_without_the_agent_or_the_token_names_the_fix(cluster: Cluster) -
     assert checks["agent.socket"]["status"] == "failed"
     assert "kubectl -n tokenrelay-agent get pods" in checks["agent.socket"]["fix"]
     assert checks["agent.token"]["status"] == "skipped"
+
+
+async def test_a_pod_finished_before_the_list_is_not_running(cluster: Cluster) -> None:
+    """The pod watch's first list (at start-up, and after a broken watch) leaves out a pod that has
+    already finished: its token is refused without a watch event to say so."""
+    import asyncio
+
+    from lightkube import AsyncClient
+    from lightkube.config.kubeconfig import KubeConfig
+
+    from tokenrelay.agent.pods import NodePods, watch
+
+    done = cluster.pod("listed-done", "beta")
+    live = cluster.pod("listed-live", "beta")
+    cluster.plane.kubectl(
+        "patch", "pod", "listed-done", "-n", NAMESPACE, "--subresource=status", "--type=merge",
+        "-p", json.dumps({"status": {"phase": "Succeeded"}}),
+    )  # fmt: skip
+    client = AsyncClient(config=KubeConfig.from_file(cluster.plane.kubeconfig).get())
+    pods = NodePods()
+    watching = asyncio.ensure_future(watch(client, "node-a", pods))
+    try:
+        await asyncio.wait_for(pods.listed.wait(), timeout=30.0)
+        assert pods.running(live["metadata"]["uid"])
+        assert not pods.running(done["metadata"]["uid"])
+    finally:
+        watching.cancel()
+        await asyncio.gather(watching, return_exceptions=True)
+        await client.close()

@@ -9,7 +9,8 @@ import jwt
 from tokenrelay.agent.jwks import MIN_REFETCH, ClusterKeys
 from tokenrelay.testing import FakeClock
 
-from ..support.agent import ClusterKey
+from ..support.agent import ClusterKey, Pod
+from .conftest import RigFactory
 
 
 async def test_unknown_kid_refetches_at_most_once_per_interval() -> None:
@@ -40,3 +41,19 @@ async def test_unknown_kid_refetches_at_most_once_per_interval() -> None:
     clock.tick(MIN_REFETCH)
     assert await keys.key("forged-again") is None
     assert fetches == 3
+
+
+async def test_a_retired_key_stops_being_trusted_within_the_refresh_period(rig_factory: RigFactory) -> None:
+    """Once the cluster stops publishing a key, a token signed with it that the agent had already
+    verified is refused (POD_TOKEN_SIGNATURE) after one --cluster-jwks-refresh period, with no
+    unknown kid to prompt a re-read; a token of the new key is served."""
+    rig = await rig_factory(cluster_jwks_refresh=60.0)
+    pod = rig.start_pod(Pod("web-1", "web"))
+    old = rig.key.token(pod, rig.auth_url)
+    assert (await rig.ask(pod, token=old)).status == 200
+    rig.key.rotate()
+    assert (await rig.ask(pod, token=old)).status == 200  # not re-read yet
+    await rig.advance(60.0)
+    refused = await rig.ask(pod, token=old)
+    assert (refused.status, refused.reason) == (401, "POD_TOKEN_SIGNATURE")
+    assert (await rig.ask(pod, token=rig.key.token(pod, rig.auth_url))).status == 200

@@ -15,7 +15,7 @@ import pytest
 
 from tokenrelay.emulator import Emulator
 from tokenrelay.emulator.app import EmulatorServer
-from tokenrelay.emulator.platforms import PLATFORMS
+from tokenrelay.emulator.platforms.registry import PLATFORMS
 from tokenrelay.testing import FakeClock
 from tokenrelay.tokens.idsources import SOURCES
 

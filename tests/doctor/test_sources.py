@@ -15,7 +15,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from tokenrelay.doctor.report import Outcome
-from tokenrelay.emulator.platforms import PLATFORMS, mint
+from tokenrelay.emulator.platforms.registry import PLATFORMS, mint
 from tokenrelay.tokens.idsources import SOURCES
 
 from ..support.doctor import Platform, doctor, finding

@@ -17,8 +17,8 @@ import pytest
 from google.protobuf import json_format
 from google.rpc import status_pb2
 
-from tokenrelay.emulator import groups
 from tokenrelay.emulator.grpcapi import iam_pb2
+from tokenrelay.emulator.iam import groups
 
 from ..support.e2e import Stack
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tokenrelay.emulator.access import ROLE_BY_NAME
+from tokenrelay.emulator.iam.access import ROLE_BY_NAME
 
 from ..support.emulator import World, details
 

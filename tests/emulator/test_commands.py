@@ -207,7 +207,7 @@ def offline_recipes() -> dict[str, list[str]]:
 async def test_each_platform_pages_offline_mint_recipe_yields_a_token_its_source_reads(name: str) -> None:
     """The offline recipe of the GitLab, Bitbucket and CircleCI pages, run as printed in a shell against
     a running emulator, exports a token with the platform's issuer and subject that its source reads."""
-    from tokenrelay.emulator.platforms import PLATFORMS
+    from tokenrelay.emulator.platforms.registry import PLATFORMS
     from tokenrelay.tokens.idsources import SOURCES, SourceInputs
 
     recipes = offline_recipes()

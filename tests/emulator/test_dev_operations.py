@@ -8,7 +8,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from tokenrelay.emulator.access import ROLE_BY_NAME
+from tokenrelay.emulator.iam.access import ROLE_BY_NAME
 
 from .test_commands import running
 

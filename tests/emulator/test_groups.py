@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from tokenrelay.emulator import groups
 from tokenrelay.emulator.errors import IAM_DOMAIN
+from tokenrelay.emulator.iam import groups
 
 from ..support.emulator import World, details
 

@@ -17,9 +17,9 @@ from google.protobuf.field_mask_pb2 import FieldMask
 from google.protobuf.message import Message
 from yarl import URL
 
-from tokenrelay.emulator import providers
-from tokenrelay.emulator.access import ROLE_BY_NAME
 from tokenrelay.emulator.grpcapi import generate, iam_pb2, registry_pb2
+from tokenrelay.emulator.iam import identity_providers
+from tokenrelay.emulator.iam.access import ROLE_BY_NAME
 from tokenrelay.lite.timestamps import format_timestamp
 
 from ..support.emulator import World
@@ -301,7 +301,7 @@ async def test_a_uid_with_dot_segments_stays_in_its_collection(
     world: World, client: Client, verb: str, escape: str
 ) -> None:
     """Groups/<verb> with a uid "../<other kind>/<uid>" answers HTTP's 404 and leaves that resource be."""
-    provider = providers.create(
+    provider = identity_providers.create(
         world.emulator.resources, world.org.uid, {"name": "gha", "oidc": {"issuer": "https://gha.example"}}
     )
     uids = {"provider": provider.uid, "identity": world.uids["editor"], "role": ROLE_BY_NAME["viewer"].uid}

@@ -7,8 +7,8 @@ from typing import Any
 import grpc
 from google.protobuf import empty_pb2, json_format
 
-from tokenrelay.emulator.access import ROLE_BY_NAME
 from tokenrelay.emulator.grpcapi import iam_pb2, methods, registry_pb2, vulnerabilities_pb2
+from tokenrelay.emulator.iam.access import ROLE_BY_NAME
 from tokenrelay.emulator.registry import tiny_image
 
 from ..support.emulator import World

@@ -16,8 +16,8 @@ import h2.settings
 import httpx
 import pytest
 
-from tokenrelay.emulator import groups, providers
 from tokenrelay.emulator.grpcapi import iam_pb2, reflection
+from tokenrelay.emulator.iam import groups, identity_providers
 
 from ..support.emulator import World
 
@@ -183,7 +183,7 @@ async def test_a_compressed_message_is_inflated_only_up_to_the_limit(
 @pytest.mark.e2e
 async def test_a_relayed_path_keeps_its_dot_segments(world: World) -> None:
     """DELETE /groups/../identityProviders/<uid> over h2c answers HTTP/1.1's 404 and deletes nothing."""
-    provider = providers.create(
+    provider = identity_providers.create(
         world.emulator.resources, world.org.uid, {"name": "gha", "oidc": {"issuer": "https://gha.example"}}
     )
     path = f"/iam/v2beta1/groups/../identityProviders/{provider.uid}"

@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tokenrelay.emulator import Emulator, api, groups
-from tokenrelay.emulator.access import OWN, READ, ROLE_BY_NAME
+from tokenrelay.emulator import Emulator, api
 from tokenrelay.emulator.errors import ApiError
 from tokenrelay.emulator.grpcapi.methods import services
 from tokenrelay.emulator.grpcapi.routes import collection
-from tokenrelay.emulator.model import RECORDS, Record
-from tokenrelay.emulator.registry.catalog import Catalog
+from tokenrelay.emulator.iam import groups
+from tokenrelay.emulator.iam.access import OWN, READ, ROLE_BY_NAME
+from tokenrelay.emulator.iam.kinds import RECORDS
+from tokenrelay.emulator.model import Record, Shape
+from tokenrelay.emulator.registry.catalog import Catalog, Tag
 from tokenrelay.emulator.registry.tagsapi import tags_kind
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "emulator.md"
@@ -37,7 +40,7 @@ def sample(kind: type[Record], uid: str) -> Record:
 
 
 def test_every_stored_kind_has_a_table_and_one_http_kind() -> None:
-    """Each kind of model.RECORDS has its Store table and one api.KINDS row, and every row has a kind."""
+    """Each kind of iam.kinds.RECORDS has its Store table and one api.KINDS row, and every row has a kind."""
     store = Emulator().store
     for kind in RECORDS:
         assert store.table(kind) is getattr(store, kind.table()), kind.KIND
@@ -86,3 +89,26 @@ def test_a_group_holding_any_kind_is_not_deleted(kind: type[Record]) -> None:
         groups.delete(emulator.resources, group.uid)
     assert refused.value.message == f"Precondition failed: cannot delete group with child {kind.PLURAL}"
     assert group.uid in emulator.store.groups
+
+
+@pytest.mark.parametrize("kind", RECORDS, ids=lambda kind: kind.KIND)
+def test_every_kind_has_its_rules_module_named_as_its_table(kind: type[Record]) -> None:
+    """A kind's rules are the module of iam/ named as its table (iam/role_bindings.py), working on its
+    record: a reader finds them by the kind's name."""
+    rules = importlib.import_module(f"tokenrelay.emulator.iam.{kind.table()}")
+    assert getattr(rules, kind.__name__) is kind
+
+
+@pytest.mark.parametrize(
+    "kind", [kind for kind in (*RECORDS, Tag) if hasattr(kind, "V2")], ids=lambda kind: kind.KIND
+)
+def test_a_kinds_json_is_made_from_its_declared_shape(kind: type[Record]) -> None:
+    """Each field a kind's V2 (and V1) shape declares names an attribute of the record, and its JSON
+    has exactly the shape's fields, in the shape's order."""
+    record = sample(kind, "0" * 40 + "/" + "1" * 16)
+    shapes: list[tuple[Shape, dict[str, Any]]] = [(record.v2_shape(), record.v2())]
+    if hasattr(kind, "V1"):
+        shapes.append((kind.V1, record.v1()))
+    for shape, body in shapes:
+        assert [a for a in shape.values() if not hasattr(record, a)] == []
+        assert list(body) == list(dict.fromkeys(field.partition(".")[0] for field in shape))

@@ -9,18 +9,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tokenrelay.emulator import (
-    Emulator,
-    api,
-    associations,
+from tokenrelay.emulator import Emulator, api
+from tokenrelay.emulator.iam import (
+    account_associations,
+    group_invites,
     groups,
     identities,
-    invites,
-    providers,
+    identity_providers,
     role_bindings,
     roles,
 )
-from tokenrelay.emulator.access import ROLE_BY_NAME
+from tokenrelay.emulator.iam.access import ROLE_BY_NAME
 from tokenrelay.emulator.pagination import FIELD_ALIASES
 
 from ..support.emulator import Wall
@@ -42,13 +41,13 @@ MAKERS: dict[str, Maker] = {
     "roleBindings": lambda e, p, n, i: role_bindings.create(
         e.resources, p, {"identityUid": _identity(e, p, n, i), "roleUid": VIEWER}
     ),
-    "identityProviders": lambda e, p, n, i: providers.create(
+    "identityProviders": lambda e, p, n, i: identity_providers.create(
         e.resources, p, {"name": n, "oidc": {"issuer": "https://i.example"}}
     ),
-    "accountAssociations": lambda e, p, n, i: associations.create(
+    "accountAssociations": lambda e, p, n, i: account_associations.create(
         e.resources, p, {"name": n, "amazon": {"account": "123456789012"}}
     ),
-    "groupInvites": lambda e, p, n, i: invites.create(e.resources, p, {"roleUid": VIEWER}),
+    "groupInvites": lambda e, p, n, i: group_invites.create(e.resources, p, {"roleUid": VIEWER}),
     "advisories": lambda e, p, n, i: e.advisory(p, {"vulnerabilityId": f"CVE-2026-{i}", "package": n}),
 }
 KINDS = {kind.plural: kind for kind in api.KINDS}

@@ -13,18 +13,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tokenrelay.emulator import (
-    Emulator,
-    api,
-    associations,
+from tokenrelay.emulator import Emulator, api
+from tokenrelay.emulator.iam import (
+    account_associations,
+    group_invites,
     groups,
     identities,
-    invites,
-    providers,
+    identity_providers,
     role_bindings,
     roles,
 )
-from tokenrelay.emulator.access import ROLE_BY_NAME
+from tokenrelay.emulator.iam.access import ROLE_BY_NAME
 
 from .harness import SyncEmulator
 
@@ -94,11 +93,11 @@ class World:
         repo = emulator.repo(team.uid, "web")
         advisory = emulator.advisory(repo.uid, {"vulnerabilityId": "CVE-1", "package": "p"})
         role = roles.create(emulator.resources, team.uid, {"name": "r", "capabilities": ["groups.get"]})
-        invite, self.code = invites.create(emulator.resources, team.uid, {"roleUid": role.uid})
-        provider = providers.create(
+        invite, self.code = group_invites.create(emulator.resources, team.uid, {"roleUid": role.uid})
+        provider = identity_providers.create(
             emulator.resources, team.uid, {"name": "p", "oidc": {"issuer": "https://i.x"}}
         )
-        association = associations.create(
+        association = account_associations.create(
             emulator.resources, team.uid, {"amazon": {"account": "123456789012"}}
         )
         binding = next(emulator.store.bindings_of(viewer.uid))
@@ -151,9 +150,9 @@ def operations() -> list[tuple[str, str, tuple[str, ...], tuple[str, ...]]]:
         "identities": (*identities.KNOWN, "issuer", "subject"),
         "roles": roles.KNOWN,
         "roleBindings": role_bindings.KNOWN,
-        "identityProviders": (*providers.KNOWN, "issuer"),
-        "accountAssociations": (*associations.KNOWN, "account", "projectId", "tenantId"),
-        "groupInvites": invites.KNOWN,
+        "identityProviders": (*identity_providers.KNOWN, "issuer"),
+        "accountAssociations": (*account_associations.KNOWN, "account", "projectId", "tenantId"),
+        "groupInvites": group_invites.KNOWN,
     }
     found: list[tuple[str, str, tuple[str, ...], tuple[str, ...]]] = []
     for kind in api.KINDS:

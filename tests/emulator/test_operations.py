@@ -7,8 +7,9 @@ import re
 from contextlib import AsyncExitStack
 from typing import Any
 
-from tokenrelay.emulator import Emulator, EmulatorServer, identities, roles
-from tokenrelay.emulator.access import ROLE_BY_NAME
+from tokenrelay.emulator import Emulator, EmulatorServer
+from tokenrelay.emulator.iam import identities, roles
+from tokenrelay.emulator.iam.access import ROLE_BY_NAME
 from tokenrelay.lite.timestamps import format_timestamp
 
 from ..support.emulator import World, details, invalid, precondition, simple

@@ -12,11 +12,12 @@ from aiohttp.test_utils import TestClient, TestServer
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tokenrelay.emulator import Emulator, Store, groups, repos
+from tokenrelay.emulator import Emulator, Store
+from tokenrelay.emulator.iam import groups, repos
+from tokenrelay.emulator.iam.resources import Resources
 from tokenrelay.emulator.registry import Registry, tiny_image
 from tokenrelay.emulator.registry.blobs import Blobs, Limits
 from tokenrelay.emulator.registry.errors import RegistryError
-from tokenrelay.emulator.resources import Resources
 from tokenrelay.testing import FakeClock
 
 

@@ -7,16 +7,8 @@ from typing import Any
 
 import aiohttp
 
-from tokenrelay.emulator import (
-    Emulator,
-    EmulatorServer,
-    Store,
-    associations,
-    groups,
-    invites,
-    providers,
-    roles,
-)
+from tokenrelay.emulator import Emulator, EmulatorServer, Store
+from tokenrelay.emulator.iam import account_associations, group_invites, groups, identity_providers, roles
 from tokenrelay.emulator.seed import seed
 
 
@@ -36,14 +28,16 @@ async def test_restart_keeps_resources_and_tokens(tmp_path: Path, http: aiohttp.
         res = first.emulator.resources
         org = seeded.organization.uid
         role = roles.create(res, org, {"name": "r", "capabilities": ["groups.get"]})
-        invite, code = invites.create(res, org, {"roleUid": role.uid})
+        invite, code = group_invites.create(res, org, {"roleUid": role.uid})
         kept: dict[str, Any] = {
             "role": role.v2(),
-            "invite": invites.render(res, invite),
-            "provider": providers.create(
+            "invite": group_invites.render(res, invite),
+            "provider": identity_providers.create(
                 res, org, {"name": "p", "oidc": {"issuer": "https://i.example"}}
             ).v2(),
-            "association": associations.create(res, org, {"amazon": {"account": "123456789012"}}).v2(),
+            "association": account_associations.create(
+                res, org, {"amazon": {"account": "123456789012"}}
+            ).v2(),
             "advisories": sorted(a.uid for a in store.advisories.values()),
         }
         headers = {"Authorization": f"Bearer {token}"}
@@ -65,12 +59,12 @@ async def test_restart_keeps_resources_and_tokens(tmp_path: Path, http: aiohttp.
             assert (await r.json())["totalCount"] == "6"
         res = second.emulator.resources
         assert roles.get(res, role.uid).v2() == kept["role"]
-        assert invites.render(res, invites.get(res, invite.uid)) == kept["invite"]
-        assert providers.get(res, kept["provider"]["uid"]).v2() == kept["provider"]
-        assert associations.get(res, kept["association"]["uid"]).v2() == kept["association"]
+        assert group_invites.render(res, group_invites.get(res, invite.uid)) == kept["invite"]
+        assert identity_providers.get(res, kept["provider"]["uid"]).v2() == kept["provider"]
+        assert account_associations.get(res, kept["association"]["uid"]).v2() == kept["association"]
         assert sorted(store.advisories) == kept["advisories"] and len(kept["advisories"]) == 2
         assert (
-            invites.accept(res, invite.uid, {"code": code}, owner.uid).role == role.uid
+            group_invites.accept(res, invite.uid, {"code": code}, owner.uid).role == role.uid
         )  # the code still opens it
         params = {"page_size": "2", "page_token": first_page["nextPageToken"]}
         async with http.get(second.url + "/registry/v2beta1/repos", params=params, headers=headers) as r:

@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
-from tokenrelay.emulator import Emulator, EmulatorServer, identities, role_bindings
+from tokenrelay.emulator import Emulator, EmulatorServer
 from tokenrelay.emulator.errors import IAM_DOMAIN, REGISTRY_DOMAIN, STS_DOMAIN
+from tokenrelay.emulator.iam import identities, role_bindings
 
 from ..support.emulator import ERROR_INFO, PRECONDITION, World, invalid, simple
 

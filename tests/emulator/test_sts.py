@@ -9,8 +9,9 @@ import aiohttp
 import jwt
 import pytest
 
-from tokenrelay.emulator import Emulator, EmulatorServer, RotatingTokenFile, identities
-from tokenrelay.emulator.issuer import SigningKey
+from tokenrelay.emulator import Emulator, EmulatorServer, RotatingTokenFile
+from tokenrelay.emulator.iam import identities
+from tokenrelay.emulator.sts.issuer import SigningKey
 from tokenrelay.errors import ExchangeError
 from tokenrelay.lite.redact import fingerprint
 from tokenrelay.tokens import sts
@@ -228,7 +229,7 @@ async def test_mint_endpoint_refuses_malformed_requests(world: World) -> None:
 async def test_mint_for_a_platform_uses_its_subject_unless_one_is_given(world: World) -> None:
     """A platform mint without sub (or with null, as older `emulate mint` sent) carries the platform's own
     subject; with sub, that subject and still the platform's issuer."""
-    from tokenrelay.emulator.platforms import PLATFORMS
+    from tokenrelay.emulator.platforms.registry import PLATFORMS
 
     gitlab = PLATFORMS["gitlab"]
     for body, subject in (

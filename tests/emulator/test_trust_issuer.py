@@ -12,8 +12,9 @@ from pathlib import Path
 import aiohttp
 from aiohttp import web
 
-from tokenrelay.emulator import Emulator, EmulatorServer, identities
-from tokenrelay.emulator.issuer import SigningKey
+from tokenrelay.emulator import Emulator, EmulatorServer
+from tokenrelay.emulator.iam import identities
+from tokenrelay.emulator.sts.issuer import SigningKey
 
 from ..support.kube import cli
 

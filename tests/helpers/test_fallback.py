@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from tokenrelay.emulator.issuer import Issuer, SigningKey
-from tokenrelay.emulator.platforms import PlatformEndpoints
+from tokenrelay.emulator.platforms.registry import PlatformEndpoints
+from tokenrelay.emulator.sts.issuer import Issuer, SigningKey
 from tokenrelay.helpers import direct as fallback
 from tokenrelay.helpers.source import CredentialError, fetch
 from tokenrelay.lite import aip193

@@ -21,7 +21,11 @@ from ..support.kube import REPO, render
 
 CRDS = Path(__file__).parent / "crds"
 KUSTOMIZATIONS = sorted(p.parent.relative_to(REPO) for p in (REPO / "deploy").rglob("kustomization.yaml"))
-MANIFESTS = [Path("deploy/injector/example/app.yaml"), Path("deploy/agent/example/app.yaml")]  # plain YAML
+MANIFESTS = [  # plain YAML
+    Path("deploy/injector/example/app.yaml"),
+    Path("deploy/agent/example/app.yaml"),
+    Path("deploy/monitoring/networkpolicy-sidecars.yaml"),  # applied per namespace
+]
 INJECTOR_BASE = Path("deploy") / "injector" / "base"
 Doc = dict[str, Any]
 

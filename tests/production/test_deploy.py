@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import re
+import shlex
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -183,18 +187,28 @@ def test_github_actions_example_uses_once() -> None:
     assert settings.token_files == (("/tmp/t", "https://api.example.com"),)
 
 
-def test_github_actions_example_runs_a_sidecar_for_docker() -> None:
-    """The workflow's registry job starts `tokenrelay run` with the github-actions source and keeps a
-    token for every host the helpers serve, and points docker's credHelpers at tokenrelay."""
+def test_github_actions_example_runs_docker_under_exec() -> None:
+    """The workflow's registry job runs docker under `tokenrelay exec` (the github-actions source, a
+    token for every host the helper serves, --configure docker), as docs/exec.md recommends: no relay
+    left running in the background, and no step that overwrites ~/.docker/config.json."""
     from tokenrelay.helpers.hosts import load
 
     job = yaml.safe_load((DEPLOY / "github-actions" / "workflow.yaml").read_text())["jobs"]["registry"]
     runs = "\n".join(step.get("run", "") for step in job["steps"])
-    command = runs.split("tokenrelay run ", 1)[1].split(">", 1)[0].replace("\\\n", " ").split()
-    settings = parse_args(command, {**job["env"], "TOKENRELAY_SOCKET": "/tmp/tr/tokenrelay.sock"})
+    assert "tokenrelay run" not in runs and "nohup" not in runs and "&\n" not in runs
+    assert ".docker/config.json" not in runs
+    words = shlex.split(runs.split("tokenrelay exec ", 1)[1])
+    at = words.index("--")
+    relay, command = words[:at], words[at + 1 :]
+    assert command[:2] == ["docker", "pull"]
+    configure = relay.index("--configure")
+    assert "docker" in relay[configure + 1].split(",")
+    del relay[configure : configure + 2]  # exec's own flag; the rest are run's
+    settings = parse_args(relay, job["env"])
     assert settings.id_token_source == "github-actions"
-    assert {host.audience for host in load(job["env"])} <= set(settings.audiences)
-    assert '"credHelpers": {"registry.example.com": "tokenrelay"}' in runs
+    # exec keeps a token fresh for each of the hosts, the helper's list
+    assert [host.netloc for host in load(job["env"])] == ["registry.example.com"]
+    assert settings.hosts == ("registry.example.com",)
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
@@ -210,3 +224,85 @@ def test_only_the_sidecar_sees_the_oidc_token(
     }
     assert mounting == {"tokenrelay"}
     assert spec["automountServiceAccountToken"] is False
+
+
+def _overlay_files() -> dict[str, str]:
+    """docs/monitoring.md's overlay: its two YAML blocks, by the file name each one's comment gives."""
+    page = (REPO / "docs" / "monitoring.md").read_text()
+    section = page[page.index("<!-- the overlay:") :]
+    blocks = re.findall(r"```yaml\n# (\S+)[^\n]*\n(.*?)```", section, flags=re.DOTALL)[:2]
+    return {name.rstrip(":"): body for name, body in blocks}
+
+
+def test_the_documented_monitoring_overlay_labels_everything_and_moves_the_runbook_links(
+    tmp_path: Path,
+) -> None:
+    """docs/monitoring.md's overlay, beside this checkout, gives every PodMonitor, ServiceMonitor and
+    PrometheusRule of deploy/ the Prometheus's selector label, and every runbook link the docs' new
+    home with its anchor kept; its ConfigMap of settings is not applied."""
+    files = _overlay_files()
+    assert set(files) == {"kustomization.yaml", "runbooks.yaml"}
+    overlay = tmp_path / "monitoring"
+    overlay.mkdir()
+    checkout = os.path.relpath(REPO, overlay)
+    for name, body in files.items():
+        (overlay / name).write_text(body.replace("../tokenrelay/", f"{checkout}/"))
+    docs = kube.render(overlay)
+    operator = [d for d in docs if d["apiVersion"].startswith("monitoring.coreos.com/")]
+    assert {d["kind"] for d in operator} == {"PodMonitor", "ServiceMonitor", "PrometheusRule"}
+    assert all(d["metadata"]["labels"]["release"] == "kube-prometheus-stack" for d in operator)
+    urls = [
+        r["annotations"]["runbook_url"]
+        for d in operator
+        if d["kind"] == "PrometheusRule"
+        for g in d["spec"]["groups"]
+        for r in g["rules"]
+    ]
+    shipped = [
+        r["annotations"]["runbook_url"]
+        for path in DEPLOY.rglob("prometheusrule.yaml")
+        for g in yaml.safe_load(path.read_text())["spec"]["groups"]
+        for r in g["rules"]
+    ]
+    assert sorted(urls) == sorted(
+        "https://docs.example.com/tokenrelay/runbooks.html#" + url.partition("#")[2] for url in shipped
+    )
+    assert not [d for d in docs if d["metadata"]["name"] == "tokenrelay-runbooks"]
+
+
+def _workloads() -> list[dict[str, Any]]:
+    """Every pod template deploy/ ships: the sidecar's, the injector's, the agent's."""
+    return [
+        d
+        for overlay in ("base", "injector/self-signed", "agent/base")
+        for d in render(overlay)
+        if d["kind"] in ("Deployment", "DaemonSet", "Job")
+    ]
+
+
+@pytest.mark.parametrize(
+    "policy", ["monitoring/networkpolicy.yaml", "agent/monitoring/networkpolicy.yaml",
+               "monitoring/networkpolicy-sidecars.yaml"],
+)  # fmt: skip
+def test_each_network_policy_opens_ports_of_the_pods_it_selects(policy: str) -> None:
+    """A shipped NetworkPolicy selects tokenrelay's pods (the injector's, the agent's, or with the
+    sidecars' every pod of the namespace) and each port it opens is a named port of those pods: a
+    renamed port or label cannot leave Prometheus shut out."""
+    spec = yaml.safe_load((DEPLOY / policy).read_text())["spec"]
+    wanted = spec["podSelector"].get("matchLabels", {})
+    selected = [
+        w["spec"]["template"]
+        for w in _workloads()
+        if wanted.items() <= w["spec"]["template"]["metadata"].get("labels", {}).items()
+    ]
+    if wanted:
+        assert len(selected) == 1
+    ports = {
+        port["name"]
+        for template in selected
+        for c in containers(template["spec"])
+        for port in c.get("ports", [])
+        if "name" in port
+    }
+    opened = {port["port"] for rule in spec["ingress"] for port in rule["ports"]}
+    assert opened and opened <= ports

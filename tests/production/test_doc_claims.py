@@ -232,11 +232,58 @@ def test_every_shipped_alert_has_a_runbook_section() -> None:
         assert alert["annotations"]["runbook_url"].endswith(f"docs/runbooks.md#{_slug(name)}"), name
 
 
+# Where the shipped runbook links point: this repository's files on its main branch (a placeholder, as
+# ghcr.io/example/tokenrelay is for the image; docs/monitoring.md says how to point them elsewhere).
+RUNBOOK_BASE = "https://github.com/example/tokenrelay/blob/main/"
+
+
+def test_every_runbook_url_is_absolute_and_names_a_section_that_exists() -> None:
+    """Every alert's `runbook_url` in deploy/ is an absolute https URL (a relative one is no link in
+    Alertmanager or Grafana) to a file of this repository and an anchor of a heading in it."""
+    urls = [
+        rule["annotations"]["runbook_url"]
+        for path in (REPO / "deploy").rglob("prometheusrule.yaml")
+        for group in yaml.safe_load(path.read_text())["spec"]["groups"]
+        for rule in group["rules"]
+    ]
+    assert len(urls) >= 10
+    broken = []
+    for url in urls:
+        file_part, _, anchor = url.removeprefix(RUNBOOK_BASE).partition("#")
+        linked = REPO / file_part
+        headings = (
+            re.findall(r"^#{1,6} (.+)$", linked.read_text(), flags=re.MULTILINE) if linked.is_file() else []
+        )
+        if not url.startswith(RUNBOOK_BASE) or not anchor or anchor not in {_slug(h) for h in headings}:
+            broken.append(url)
+    assert broken == []
+
+
+def test_getting_started_names_every_file_that_names_the_placeholder_image() -> None:
+    """Every file of deploy/ that names the placeholder image (a kustomize base's `images:`, the
+    injector's TOKENRELAY_IMAGE) is in getting-started's list of where to put yours: one left out is
+    applied as is and its pods end in ImagePullBackOff."""
+    naming = {
+        str(path.relative_to(REPO))
+        for path in (REPO / "deploy").rglob("*.yaml")
+        if "ghcr.io/example/tokenrelay" in path.read_text()
+    }
+    assert "deploy/agent/base/kustomization.yaml" in naming
+    page = (REPO / "docs" / "getting-started.md").read_text()
+    section = page[page.index("Then name your image") : page.index("## 3.")]
+    listed = set(re.findall(r"`(deploy/[^`]+\.yaml)`", section))
+    assert naming - listed == set()
+
+
 # Flags of other programs that the pages name in prose, and the program.
 OTHER_PROGRAMS_FLAGS = {
     "--image-credential-provider-bin-dir": "kubelet",
     "--image-credential-provider-config": "kubelet",
     "--service-account-issuer": "kube-apiserver",
+    "--service-account-jwks-uri": "kube-apiserver",
+    "--service-account-key-file": "kube-apiserver",
+    "--service-account-signing-key-file": "kube-apiserver",
+    "--api-audiences": "kube-apiserver",
     "--register-with-taints": "kubelet",
     "--build-arg": "docker build",
     "--entrypoint": "docker run",
@@ -315,3 +362,16 @@ def test_annotations_the_pages_name_exist() -> None:
             if name not in known:
                 unknown.append(f"{_relative(path)}: {name}")
     assert unknown == []
+
+
+def test_the_emulators_platform_token_lifetimes_are_the_ones_it_mints() -> None:
+    """docs/emulator.md's lifetimes of the platforms' tokens are the emulator's: the endpoints' (15
+    minutes), AWS STS's default DurationSeconds (5 minutes) and `emulate mint`'s default."""
+    from tokenrelay.emulator.platforms import aws as awssts
+    from tokenrelay.emulator.platforms.base import PLATFORM_LIFETIME
+
+    text = " ".join((REPO / "docs" / "emulator.md").read_text().split())
+    assert f"tokens live {PLATFORM_LIFETIME / 60:.0f} minutes, but for AWS STS's" in text
+    assert f"(60-3600; without it {awssts.DEFAULT_DURATION} s, five minutes," in text
+    assert (awssts.MIN_DURATION, awssts.MAX_DURATION) == (60, 3600)
+    assert "`--lifetime` (default 3600 s)" in text

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tokenrelay.emulator.platforms import PLATFORMS
+from tokenrelay.emulator.platforms.registry import PLATFORMS
 from tokenrelay.tokens.idsources import SOURCES, SourceInputs
 from tokenrelay.tokens.idsources.auto import ORDER
 
@@ -51,3 +51,27 @@ def test_the_index_lists_every_source_and_autos_order() -> None:
     assert rows == list(SOURCES)
     steps = re.findall(r"^\d+\. `([a-z-]+)`", text, re.MULTILINE)
     assert steps == list(ORDER)
+
+
+def test_the_gitlab_pages_offline_lifetime_lines_are_the_doctors() -> None:
+    """The GitLab page's offline try shows the doctor's own oidc.lifetime lines: `warn` for the minted
+    one-hour token outside a job (no CI_JOB_STARTED_AT or CI_JOB_TIMEOUT: an hour from now assumed),
+    and the `ok` of a job once the two are set as the page says."""
+    from datetime import UTC, datetime
+
+    from tokenrelay.doctor.oidc import _lifetime
+
+    text = (DOCS / "gitlab.md").read_text()
+    # the page's run: a token minted at 18:20:34 for an hour, the doctor's clock a second later
+    now = datetime(2026, 11, 28, 18, 20, 35, 113000, UTC).timestamp()
+    claims = {"exp": datetime(2026, 11, 28, 19, 20, 34, tzinfo=UTC).timestamp()}
+    outside = SOURCES["gitlab"].build(SourceInputs(environ={"TOKENRELAY_ID_TOKEN": "x"}, audience="a"))
+    warned = _lifetime(claims, outside, now)
+    shown = re.search(r"^warn  oidc\.lifetime: (.*)$", text, re.MULTILINE)
+    assert shown is not None and warned.outcome.value == "warning"
+    assert shown.group(1) == warned.message
+    started = datetime.fromtimestamp(int(now), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    job = {"TOKENRELAY_ID_TOKEN": "x", "CI_JOB_STARTED_AT": started, "CI_JOB_TIMEOUT": "1800"}
+    inside = SOURCES["gitlab"].build(SourceInputs(environ=job, audience="a"))
+    assert "export CI_JOB_STARTED_AT=$(date -u +%Y-%m-%dT%H:%M:%SZ) CI_JOB_TIMEOUT=1800" in text
+    assert f"ok    oidc.lifetime: {_lifetime(claims, inside, now).message}" in text

@@ -39,6 +39,22 @@ async def test_injects_token_and_drops_hop_by_hop_headers(proxied: Proxied) -> N
         assert dropped not in names
 
 
+async def test_connection_cannot_strip_the_content_length(proxied: Proxied) -> None:
+    """`Connection: content-length` does not make the proxy drop the Content-Length that frames the
+    body (a smuggling path): the upstream gets the body, framed, and no request hidden in it."""
+    hidden = b"GET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n"
+    request = (
+        b"POST /v1/things HTTP/1.1\r\nHost: x\r\nConnection: content-length, close\r\n"
+        b"Content-Length: %d\r\n\r\n%s" % (len(hidden), hidden)
+    )
+    response = await raw(proxied.port, request)
+    assert response.startswith(b"HTTP/1.1 200 "), response[:200]
+    seen = body_of(response)
+    assert seen["body"] == hidden.decode()
+    assert ["Content-Length", str(len(hidden))] in seen["headers"]
+    assert [request["path"] for request in proxied.echo.seen] == ["/base/v1/things"]
+
+
 async def test_preserves_method_path_query_and_body(proxied: Proxied) -> None:
     """Method, path, query (as sent, unnormalised) and body arrive unchanged under the api-url's path."""
     async with (

@@ -1113,3 +1113,22 @@ async def test_a_client_may_fill_the_default_window_before_the_settings_lowering
     reply = await wire.answer(1)
     await wire.close()
     assert json.loads(reply.body) == {"size": len(body), "sha256": hashlib.sha256(body).hexdigest()}
+
+
+async def test_streams_beyond_the_limit_before_the_settings_ack_are_refused_not_fatal(
+    h2proxied: H2Proxied,
+) -> None:
+    """RFC 9113 §5.1.2: a client that opens more streams than announced before it acknowledged our
+    SETTINGS (gRPC clients burst on a fresh connection) gets REFUSED_STREAM on the extra ones, which
+    it may retry, not a connection error; the streams within the limit are served."""
+    wire = await Wire.connect(h2proxied.proxy.port, handshake=False)
+    sids = list(range(1, 2 * 101, 2))  # one more than the 100 announced
+    wire.send(*(wire.headers(sid, request_fields(b"/n%d" % sid)) for sid in sids))
+    refused = await wire.wait(lambda f: f.kind in (RST_STREAM, GOAWAY), "a refusal")
+    replies = [await wire.answer(sid) for sid in sids[:-1]]
+    await wire.round_trip()
+    await wire.close()
+    assert (refused.kind, refused.sid, refused.code) == (RST_STREAM, sids[-1], E.REFUSED_STREAM)
+    assert all(reply.status == b"200" for reply in replies)
+    assert not wire.of_kind(GOAWAY), wire.summary()
+    assert f"/base/n{sids[-1]}" not in [seen["path"] for seen in h2proxied.echo.seen]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 
 import pytest
@@ -19,9 +20,10 @@ from hyperframe.frame import (
 )
 
 from tokenrelay.proxy import Limits, ProxyServer
+from tokenrelay.proxy.http2.downstream import H2Client
 from tokenrelay.testing import FakeClock
 
-from ..support.h2client import RawH2
+from ..support.h2client import Answer, RawH2
 from ..support.h2server import H2Echo, H2Proxied
 from ..support.proxy import Observed, StartProxy, Tokens
 from ..support.waiting import eventually
@@ -58,7 +60,7 @@ def frame(kind: int, flags: int, sid: int, payload: bytes) -> bytes:
     return len(payload).to_bytes(3, "big") + bytes((kind, flags)) + sid.to_bytes(4, "big") + payload
 
 
-DATA, HEADERS, SETTINGS, RST_STREAM, PING, WINDOW_UPDATE, CONTINUATION = 0, 1, 4, 3, 6, 8, 9
+DATA, HEADERS, SETTINGS, RST_STREAM, PING, GOAWAY, WINDOW_UPDATE, CONTINUATION = 0, 1, 4, 3, 6, 7, 8, 9
 
 
 @pytest.mark.parametrize(
@@ -136,6 +138,36 @@ async def test_control_frame_floods_get_enhance_your_calm(h2proxied: H2Proxied, 
         client.write(headers_frame(client, 1, b"/slow", end=False))
         one = DataFrame(1, data=b"").serialize()
     client.write(one * 5000)
+    goaway = await client.wait_closed()
+    await client.close()
+    assert goaway is not None
+    assert goaway.error_code == ErrorCodes.ENHANCE_YOUR_CALM
+    await still_serves(h2proxied)
+
+
+@pytest.mark.parametrize(
+    "kind", ["empty DATA on a reset stream", "RST_STREAM on a reset stream", "GOAWAY", "SETTINGS entries"]
+)
+async def test_frames_that_carry_nothing_read_count_as_control_frames(
+    h2proxied: H2Proxied, kind: str
+) -> None:
+    """Frames the proxy drops unread (empty DATA or RST_STREAM again on a stream the client reset,
+    GOAWAY after GOAWAY) and a SETTINGS of 2,730 entries (counted by entry) are a flood too: GOAWAY
+    ENHANCE_YOUR_CALM, other clients served."""
+    client = await RawH2.open(h2proxied.proxy.port, validate=False)
+    sid = client.request(b"/slow")
+    if kind == "SETTINGS entries":
+        flood = frame(SETTINGS, 0, 0, b"\x00\x03\x00\x00\x00\x64" * 2730)  # a 16,380-byte frame
+    elif kind == "GOAWAY":
+        flood = frame(GOAWAY, 0, 0, bytes(8)) * 5000  # NO_ERROR, last stream 0: stream 1 still finishes
+    else:
+        client.h2.reset_stream(sid, ErrorCodes.CANCEL)
+        client.flush()
+        one = (
+            frame(DATA, 0, sid, b"") if kind.startswith("empty DATA") else frame(RST_STREAM, 0, sid, bytes(4))
+        )
+        flood = one * 5000
+    client.write(flood)
     goaway = await client.wait_closed()
     await client.close()
     assert goaway is not None
@@ -244,7 +276,8 @@ async def test_bytes_dropped_with_a_reset_stream_are_handed_back_to_the_upstream
     """Streams reset with answer bytes unsent hand their window back to the shared upstream connection:
     after a whole upstream window's worth was dropped, the next client's download on it still flows."""
     api_url = f"http://127.0.0.1:{h2echo.port}/base"
-    proxy = await start_proxy(api_url, Tokens().build(api_url))
+    # 600 streams reset by one client address within seconds: beyond the rapid-reset budget's default
+    proxy = await start_proxy(api_url, Tokens().build(api_url), h2_resets=10_000)
     for _ in range(6):  # each leaves over 5 MiB unsent: more than the upstream's window, together
         await leave_unread(proxy.port, h2echo)
     assert h2echo.connections == 1
@@ -290,20 +323,78 @@ async def test_a_stream_whose_answer_is_never_read_is_reset_after_the_timeout(
     await eventually(lambda: h2echo.resets == 1, "the stream reset upstream")
 
 
-async def test_rapid_reset_gets_enhance_your_calm(h2proxied: H2Proxied) -> None:
-    """CVE-2023-44487: streams opened and reset at once, by the thousand: GOAWAY; the upstream is spared."""
-    client = await RawH2.open(h2proxied.proxy.port)
+async def clocked_proxy(
+    h2echo: H2Echo, start_proxy: StartProxy, **limits: float
+) -> tuple[ProxyServer, FakeClock]:
+    """The proxy in front of the HTTP/2 echo, on a clock that moves only when told."""
+    clock = FakeClock()
+    api_url = f"http://127.0.0.1:{h2echo.port}/base"
+    return await start_proxy(api_url, Tokens().build(api_url), clock=clock, **limits), clock
+
+
+async def refused_at_once(port: int, h2echo: H2Echo) -> None:
+    """A new connection is refused before any stream: GOAWAY ENHANCE_YOUR_CALM, nothing upstream."""
+    seen = len(h2echo.seen)
+    client = await RawH2.open(port)
+    client.request(b"/x")
+    goaway = await client.wait_closed()
+    await client.close()
+    assert goaway is not None
+    assert goaway.error_code == ErrorCodes.ENHANCE_YOUR_CALM
+    assert goaway.last_stream_id == 0
+    assert len(h2echo.seen) == seen
+
+
+async def test_rapid_reset_in_one_write_never_reaches_the_upstream(
+    h2echo: H2Echo, start_proxy: StartProxy
+) -> None:
+    """CVE-2023-44487: 1,000 streams opened and reset in one write: GOAWAY ENHANCE_YOUR_CALM as the
+    budget runs out, and not one stream reaches the upstream (a stream reset in the read that opened
+    it is never sent on); the client's next connection is refused until its budget refills."""
+    proxy, clock = await clocked_proxy(h2echo, start_proxy)
+    client = await RawH2.open(proxy.port)
+    # warm: the token held and an upstream connection open, so that a stream could go at once
+    assert (await client.answer(client.request(b"/warm"))).headers[b":status"] == b"200"
     burst = b"".join(
         headers_frame(client, sid, b"/slow") + RstStreamFrame(sid, error_code=ErrorCodes.CANCEL).serialize()
-        for sid in range(1, 2 * 1000, 2)
+        for sid in range(3, 2 * 1000, 2)
     )
     client.write(burst)
     goaway = await client.wait_closed()
     await client.close()
     assert goaway is not None
     assert goaway.error_code == ErrorCodes.ENHANCE_YOUR_CALM
-    await still_serves(h2proxied)
-    assert len(h2proxied.echo.seen) < 300  # most reset streams never reached the upstream
+    assert [seen["path"] for seen in h2echo.seen] == ["/base/warm"]
+    assert h2echo.resets == 0
+    await refused_at_once(proxy.port, h2echo)
+    clock.tick(1.0)
+    client = await RawH2.open(proxy.port)
+    answer = await client.answer(client.request(b"/after"))
+    await client.close()
+    assert answer.headers[b":status"] == b"200"
+
+
+async def test_the_reset_budget_outlives_a_reconnect(h2echo: H2Echo, start_proxy: StartProxy) -> None:
+    """A client that resets streams upstream and reconnects gets no fresh budget: its second
+    connection is calmed once both together go beyond h2_resets, and its third is refused at once."""
+    proxy, _ = await clocked_proxy(h2echo, start_proxy, h2_resets=150)
+    for rounds, calmed in [(1, False), (2, True)]:
+        client = await RawH2.open(proxy.port)
+        sids = [client.request(b"/slow") for _ in range(100)]
+        upstream = 100 * rounds
+        await eventually(lambda: len(h2echo.seen) == upstream, "the streams upstream")  # noqa: B023
+        for sid in sids:
+            client.h2.reset_stream(sid)
+        client.flush()
+        if calmed:
+            goaway = await client.wait_closed()
+            assert goaway is not None
+            assert goaway.error_code == ErrorCodes.ENHANCE_YOUR_CALM
+        else:
+            await eventually(lambda: h2echo.resets == 100, "the streams reset upstream")
+            assert not client.closed.is_set()
+        await client.close()
+    await refused_at_once(proxy.port, h2echo)
 
 
 async def test_hpack_bomb_is_refused(h2proxied: H2Proxied) -> None:
@@ -350,6 +441,80 @@ async def test_an_unfinished_header_block_is_bounded(h2proxied: H2Proxied) -> No
     await still_serves(h2proxied)
 
 
+async def settled(client: RawH2) -> None:
+    """Until the proxy's SETTINGS are in: no frame of the client's comes between a block's frames."""
+    while client.h2.remote_settings.max_concurrent_streams != 100:
+        client.changed.clear()
+        await asyncio.wait_for(client.changed.wait(), 10)
+
+
+def request_block(client: RawH2) -> bytes:
+    return client.h2.encoder.encode(
+        [(b":method", b"GET"), (b":scheme", b"http"), (b":authority", b"p"), (b":path", b"/x")]
+    )
+
+
+async def test_a_header_block_of_empty_continuations_is_bounded(h2proxied: H2Proxied) -> None:
+    """HEADERS without END_HEADERS, then empty CONTINUATION frames (no byte bound applies): GOAWAY
+    ENHANCE_YOUR_CALM after 64 frames, as h2 bounded a block, instead of a list that grows forever."""
+    client = await RawH2.open(h2proxied.proxy.port, validate=False)
+    await settled(client)
+    client.write(frame(HEADERS, 0, 1, request_block(client)) + frame(CONTINUATION, 0, 1, b"") * 100)
+    goaway = await client.wait_closed()
+    await client.close()
+    assert goaway is not None
+    assert goaway.error_code == ErrorCodes.ENHANCE_YOUR_CALM
+    assert h2proxied.echo.seen == []
+    await still_serves(h2proxied)
+
+
+async def test_continuations_count_as_control_frames(h2proxied: H2Proxied) -> None:
+    """Header blocks of 63 empty CONTINUATIONs each, sent again and again on a stream the client
+    reset (each block decoded, then refused on that stream alone): a flood, GOAWAY ENHANCE_YOUR_CALM."""
+    client = await RawH2.open(h2proxied.proxy.port, validate=False)
+    await settled(client)
+    sid = client.request(b"/slow")
+    client.h2.reset_stream(sid, ErrorCodes.CANCEL)
+    client.flush()
+    block = request_block(client)
+    again = (
+        frame(HEADERS, 0, sid, block)
+        + frame(CONTINUATION, 0, sid, b"") * 62
+        + frame(CONTINUATION, 0x4, sid, b"")
+    )
+    client.write(again * 100)  # 6,400 frames, 100 of them HEADERS
+    goaway = await client.wait_closed()
+    await client.close()
+    assert goaway is not None
+    assert goaway.error_code == ErrorCodes.ENHANCE_YOUR_CALM
+    await still_serves(h2proxied)
+
+
+async def test_a_header_block_that_never_ends_times_out(h2echo: H2Echo, start_proxy: StartProxy) -> None:
+    """HEADERS without END_HEADERS and nothing more: after header_timeout (10 s on the proxy's clock)
+    GOAWAY ENHANCE_YOUR_CALM and the close, as an HTTP/1.1 head that never ends gets 408."""
+    clock = FakeClock()
+    api_url = f"http://127.0.0.1:{h2echo.port}/base"
+    proxy = await start_proxy(api_url, Tokens().build(api_url), clock=clock)
+    client = await RawH2.open(proxy.port, validate=False)
+    await settled(client)
+    client.write(frame(HEADERS, 0, 1, request_block(client)))
+    await eventually(lambda: any(isinstance(conn, H2Client) for conn in proxy.connections), "served")
+    (conn,) = proxy.connections
+    assert isinstance(conn, H2Client)
+    await eventually(lambda: conn.session._block_sid == 1, "the block begun")  # read, unfinished
+    clock.tick(10.0)
+    proxy.check_timeouts()
+    assert not conn.closed  # not yet: the timeout is not past
+    clock.tick(0.5)
+    proxy.check_timeouts()
+    goaway = await client.wait_closed()
+    await client.close()
+    assert goaway is not None
+    assert goaway.error_code == ErrorCodes.ENHANCE_YOUR_CALM
+    assert h2echo.seen == []
+
+
 async def test_concurrent_stream_limit(h2proxied: H2Proxied) -> None:
     """The proxy announces 100 concurrent streams and holds a client to it."""
     client = await RawH2.open(h2proxied.proxy.port)
@@ -382,3 +547,48 @@ async def test_protocol_error_logs_no_header_value(
     assert errors
     assert "header value" in errors[0]
     assert all("sekrit" not in str(vars(record)) for record in caplog.records)
+
+
+def bound(proxy: ProxyServer) -> int:
+    """The proxy's HTTP/2 streams sent on to the upstream."""
+    streams = [stream for conn in proxy.connections for stream in getattr(conn, "streams", {}).values()]
+    return sum(stream.up is not None for stream in streams)
+
+
+async def test_a_stalled_request_body_is_timed_out_as_on_http1(
+    h2echo: H2Echo, start_proxy: StartProxy
+) -> None:
+    """A request body that stops coming (a slowloris on HTTP/2) gets body_timeout plus a second for
+    every body_min_rate bytes, as on HTTP/1.1 (on the proxy's clock): then 408 BODY_TIMEOUT (gRPC:
+    grpc-status 4), and the stream is reset at the upstream."""
+    proxy, clock = await clocked_proxy(h2echo, start_proxy, body_timeout=20.0, body_min_rate=500)
+    client = await RawH2.open(proxy.port)
+    fields = [(b":method", b"POST"), (b":scheme", b"http"), (b":authority", b"proxy"), (b":path", b"/up")]
+    grpc = [(b"content-type", b"application/grpc")]
+    sids = []
+    for extra, body in [([], b"x"), (grpc, b"y" * 15_000)]:  # allowed 20 s, and 20 + 30 s
+        sid = client.h2.get_next_available_stream_id()
+        client.h2.send_headers(sid, [*fields, *extra])
+        client.h2.send_data(sid, body)
+        client.answers[sid] = Answer()
+        sids.append(sid)
+    client.flush()
+    await eventually(lambda: bound(proxy) == 2, "both streams upstream")
+    clock.tick(19.0)
+    proxy.check_timeouts()
+    clock.tick(2.0)
+    proxy.check_timeouts()
+    first = await client.answer(sids[0])
+    assert first.headers[b":status"] == b"408"
+    assert json.loads(first.body)["details"][0]["reason"] == "BODY_TIMEOUT"
+    await eventually(lambda: h2echo.resets == 1, "the stream reset upstream")
+    clock.tick(28.0)
+    proxy.check_timeouts()
+    assert not client.answers[sids[1]].headers  # 49 s: within its 50
+    clock.tick(2.0)
+    proxy.check_timeouts()
+    second = await client.answer(sids[1])
+    await client.close()
+    assert second.headers[b"grpc-status"] == b"4"
+    await eventually(lambda: h2echo.resets == 2, "the stream reset upstream")
+    assert h2echo.seen == []

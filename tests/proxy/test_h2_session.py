@@ -4,6 +4,7 @@ flow control, stream states and framing itself) finds nothing to refuse."""
 
 from __future__ import annotations
 
+import asyncio
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -21,9 +22,16 @@ from hpack.hpack import Encoder
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tokenrelay.proxy.context import ProxyContext
 from tokenrelay.proxy.http2 import frames as f
+from tokenrelay.proxy.http2.downstream import H2Client
 from tokenrelay.proxy.http2.headercoding import BlockMemo, UpstreamDecoder
+from tokenrelay.proxy.http2.relay import H2Relay
 from tokenrelay.proxy.http2.session import Session, SessionError, StreamGone
+from tokenrelay.proxy.http2.upstream import H2Upstream
+
+from ..support.h2client import RawH2
+from ..support.h2server import H2Proxied
 
 Headers = list[tuple[bytes, bytes]]
 
@@ -85,6 +93,11 @@ class Recorder:
 
     def on_goaway(self, last_sid: int, code: int) -> None:
         self.goaway = (last_sid, code)
+
+    def on_malformed(self, sid: int, why: str) -> None:
+        if not self.session.client:  # as the proxy's client side: a connection error
+            raise SessionError(f.PROTOCOL_ERROR, why)
+        self.on_reset(sid, f.PROTOCOL_ERROR)
 
     def pump(self, sid: int) -> None:
         """Echo what is queued within the windows; trailers once the request has ended."""
@@ -454,21 +467,20 @@ class Listener:
     def on_goaway(self, last_sid: int, code: int) -> None:
         self.calls += 1
 
+    def on_malformed(self, sid: int, why: str) -> None:
+        self.calls += 1
 
-FRAMES = st.lists(
-    st.tuples(
-        st.integers(0, 12),  # type: every defined one, and unknown ones
-        st.integers(0, 255),  # flags
-        st.sampled_from([0, 1, 1, 3, 2, 2**31 - 1]),  # stream id: the open one most
-        st.one_of(
-            st.binary(max_size=40),
-            st.sampled_from(
-                [b"", bytes(4), bytes(5), bytes(6), bytes(8), b"\x00\x00\x00\x01\x00\x00\xff\xff"]
-            ),
-        ),
+
+FRAME = st.tuples(
+    st.integers(0, 12),  # type: every defined one, and unknown ones
+    st.integers(0, 255),  # flags
+    st.sampled_from([0, 1, 1, 3, 2, 2**31 - 1]),  # stream id: the open one most
+    st.one_of(
+        st.binary(max_size=40),
+        st.sampled_from([b"", bytes(4), bytes(5), bytes(6), bytes(8), b"\x00\x00\x00\x01\x00\x00\xff\xff"]),
     ),
-    max_size=8,
 )
+FRAMES = st.lists(FRAME, max_size=8)
 
 
 @settings(max_examples=1000, deadline=None)
@@ -519,3 +531,272 @@ def test_any_frames_are_read_or_refused_with_a_connection_error(
         length = f.HEADER.unpack_from(out)[0] >> 8
         assert len(out) >= 9 + length
         out = out[9 + length :]
+
+
+HEAD = [(b":method", b"POST"), (b":scheme", b"http"), (b":authority", b"a"), (b":path", b"/")]
+BLOCK = Encoder().encode(HEAD)
+NEXT = b"\x83\x86\x41\x01a\x04\x05/next"  # POST, http, literal authority "a", literal path, no indexing
+
+
+@pytest.mark.parametrize(
+    ("payload", "data"),
+    [
+        pytest.param(b"\x00abc", b"abc", id="zero padding"),
+        pytest.param(b"\x02abc", b"a", id="padding one short of the payload"),
+        pytest.param(b"\x03abc", b"", id="padding as long as the rest of the payload"),
+        pytest.param(b"\x04abc", None, id="padding one more than the rest of the payload"),
+        pytest.param(b"\x05abc", None, id="padding longer than the payload"),
+        pytest.param(b"\x00", b"", id="zero padding, no data"),
+        pytest.param(b"", None, id="PADDED flag on an empty payload"),
+    ],
+)
+def test_padded_data_is_read_to_the_byte(payload: bytes, data: bytes | None) -> None:
+    """RFC 9113 §6.1: a padded DATA frame gives the relay exactly the bytes between its pad length
+    and its padding, the whole frame counted against the window; padding that leaves no room for
+    its own length byte (or a PADDED frame with no payload at all) is a PROTOCOL_ERROR."""
+    session, peer, h2 = served()
+    h2.send_headers(1, HEAD)
+    session.feed(h2.data_to_send())
+    window = session.recv_window
+    padded = f.frame(f.DATA, f.PADDED | f.END_STREAM, 1, payload)
+    if data is None:
+        with pytest.raises(SessionError) as caught:
+            session.feed(padded)
+        assert caught.value.code == f.PROTOCOL_ERROR
+        return
+    session.feed(padded)
+    assert bytes(peer.got[1].body) == data
+    assert peer.got[1].ended
+    assert session.recv_window == window - len(payload)
+
+
+@pytest.mark.parametrize(
+    ("payload", "head"),
+    [
+        pytest.param(b"\x00" + BLOCK, HEAD, id="zero padding"),
+        pytest.param(b"\x03" + BLOCK + bytes(3), HEAD, id="padding of 3"),
+        pytest.param(b"\x03" + bytes(3), [], id="padding as long as the rest of the payload"),
+        pytest.param(b"\x04" + bytes(3), None, id="padding one more than the rest of the payload"),
+    ],
+)
+def test_padded_headers_are_read_to_the_byte(payload: bytes, head: Headers | None) -> None:
+    """RFC 9113 §6.2: a padded HEADERS gives the decoder the block alone (nothing of the padding, so
+    the next block decodes too), up to the frame's end and not one byte past it (PROTOCOL_ERROR)."""
+    session, peer, _h2 = served()
+    flags = f.PADDED | f.END_HEADERS | f.END_STREAM
+    if head is None:
+        with pytest.raises(SessionError) as caught:
+            session.feed(f.frame(f.HEADERS, flags, 1, payload))
+        assert caught.value.code == f.PROTOCOL_ERROR
+        return
+    session.feed(
+        f.frame(f.HEADERS, flags, 1, payload) + f.frame(f.HEADERS, flags, 3, b"\x01" + NEXT + b"\x00")
+    )
+    assert peer.got[1].head == head
+    assert peer.got[3].head == [*HEAD[:3], (b":path", b"/next")]
+
+
+def test_a_padded_headers_with_no_payload_is_refused() -> None:
+    """RFC 9113 §6.2: a HEADERS with the PADDED flag and no payload (not even the pad length) is a
+    PROTOCOL_ERROR, not an IndexError out of the session."""
+    session, _peer, _h2 = served()
+    with pytest.raises(SessionError) as caught:
+        session.feed(f.frame(f.HEADERS, f.PADDED | f.END_HEADERS, 1))
+    assert caught.value.code == f.PROTOCOL_ERROR
+
+
+def test_frames_after_the_clients_end_or_reset_cost_only_that_stream() -> None:
+    """RFC 9113 §5.1: DATA on a stream the client ended (half-closed remote), or HEADERS on one it
+    reset, is a stream error (RST_STREAM STREAM_CLOSED), not the end of the connection: another
+    stream on it is still read."""
+    listener = Listener()
+    session = Session(listener, client=False, settings={}, decoder=BlockMemo(), max_block=32 * 1024)
+    h2 = H2Connection(H2Configuration(client_side=True, header_encoding=None))
+    h2.initiate_connection()
+    h2.send_headers(1, HEAD, end_stream=True)
+    h2.send_headers(3, HEAD)
+    h2.send_headers(5, HEAD)
+    h2.reset_stream(5)
+    session.feed(h2.data_to_send())
+    session.take()
+    block = Encoder().encode([(b"x-late", b"1")])
+    session.feed(f.frame(f.DATA, 0, 1, b"late") + f.frame(f.HEADERS, f.END_HEADERS, 5, block))
+    out = session.take()
+    assert f.rst_stream(1, f.STREAM_CLOSED) in out
+    assert f.rst_stream(5, f.STREAM_CLOSED) in out
+    h2.receive_data(out)
+    calls = listener.calls
+    h2.send_data(3, b"still", end_stream=True)
+    session.feed(h2.data_to_send())
+    assert listener.calls == calls + 1  # the DATA, read
+    assert 3 in session.streams
+
+
+class Sink(asyncio.Transport):
+    """A transport that keeps what is written to it, for a protocol driven by hand."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.written = bytearray()
+        self.closing = False
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        self.written += data
+
+    def close(self) -> None:
+        self.closing = True
+
+    def abort(self) -> None:
+        self.closing = True
+
+    def is_closing(self) -> bool:
+        return self.closing
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+
+def whole_frames(out: bytes) -> None:
+    """``out`` is whole frames, each as long as its header says; a GOAWAY among them has a known code."""
+    while out:
+        word, _flags, _sid = f.HEADER.unpack_from(out)
+        length = word >> 8
+        assert len(out) >= 9 + length
+        if word & 0xFF == f.GOAWAY:
+            assert f.u32(out, 13) in KNOWN_CODES
+        out = out[9 + length :]
+
+
+REQUEST = [(b":method", b"GET"), (b":scheme", b"http"), (b":authority", b"a"), (b":path", b"/fuzz")]
+KNOWN_CODES = {
+    f.NO_ERROR,
+    f.PROTOCOL_ERROR,
+    f.FLOW_CONTROL_ERROR,
+    f.STREAM_CLOSED,
+    f.FRAME_SIZE_ERROR,
+    f.COMPRESSION_ERROR,
+    f.ENHANCE_YOUR_CALM,
+}
+# header blocks of fields a peer may get wrong: pseudo-headers, numbers that are none, hop-by-hop names
+FIELDS = st.lists(
+    st.tuples(
+        st.sampled_from(
+            [
+                b":status",
+                b":method",
+                b":path",
+                b"content-length",
+                b"grpc-status",
+                b"te",
+                b"connection",
+                b"x-a",
+            ]
+        ),
+        st.one_of(
+            st.sampled_from([b"200", b"2x0", b"100", b"204", b"304", b"999", b"20", b"-1", b"0", b""]),
+            st.binary(max_size=6),
+        ),
+    ),
+    max_size=5,
+)
+STATUS = st.sampled_from([b"200", b"2x0", b"100", b"204", b"304", b"999", b"20", b""])
+# a head as a peer would send it (an answer's :status, a request's pseudo-header fields) then the rest
+LEADS = st.one_of(
+    STATUS.map(lambda status: [(b":status", status)]), st.just([*REQUEST[:3], (b":path", b"/f")])
+)
+HEADS = st.tuples(
+    st.just(f.HEADERS),
+    st.one_of(st.sampled_from([f.END_HEADERS, f.END_HEADERS | f.END_STREAM]), st.integers(0, 255)),
+    st.sampled_from([1, 1, 3]),
+    st.builds(lambda lead, rest: [*lead, *rest], LEADS, FIELDS),
+)
+Drawn = tuple[int, int, int, bytes | Headers]
+PEER_FRAMES: st.SearchStrategy[list[Drawn]] = st.lists(st.one_of(FRAME, HEADS), max_size=8)
+
+
+def encoded(frames: list[Drawn], encoder: Encoder) -> bytes:
+    """The frames drawn, as bytes: header fields coded by ``encoder``, flags kept whatever they are."""
+    out = b""
+    for kind, flags, sid, fields in frames:
+        payload = fields if isinstance(fields, bytes) else encoder.encode(fields)
+        out += f.HEADER.pack(len(payload) << 8 | kind, flags, sid) + payload
+    return out
+
+
+async def warmed(h2proxied: H2Proxied) -> tuple[ProxyContext, H2Relay]:
+    """The proxy's context and HTTP/2 relay, once a request went through: a token held, the relay made."""
+    client = await RawH2.open(h2proxied.proxy.port)
+    answer = await client.answer(client.request(b"/warm"))
+    await client.close()
+    assert answer.headers[b":status"] == b"200"
+    context = h2proxied.proxy.context
+    assert isinstance(context.h2, H2Relay)
+    return context, context.h2
+
+
+def front_end(context: ProxyContext, relay: H2Relay) -> tuple[H2Client, Sink]:
+    conn = H2Client(context, relay)
+    transport = Sink()
+    conn.connection_made(transport)
+    context.connections.add(conn)
+    return conn, transport
+
+
+async def test_any_frames_from_a_client_are_read_or_refused_by_the_front_end(h2proxied: H2Proxied) -> None:
+    """Whatever frames a client sends after a proper start and a request (any type, flags, stream,
+    payload, header fields): the front end (downstream.H2Client) reads them, or refuses them with
+    GOAWAY and an RFC 9113 code; no other exception leaves data_received."""
+    context, relay = await warmed(h2proxied)
+
+    @settings(max_examples=300, deadline=None)
+    @given(frames=PEER_FRAMES, cut=st.sampled_from([0, 1, 5]))
+    def client_sends(frames: list[Drawn], cut: int) -> None:
+        conn, transport = front_end(context, relay)
+        encoder = Encoder()
+        data = f.PREFACE + f.settings({}) + f.frame(f.HEADERS, f.END_HEADERS, 1, encoder.encode(REQUEST))
+        try:
+            for piece in chunks(data + encoded(frames, encoder), cut):
+                conn.data_received(piece)
+        finally:
+            conn.connection_lost(None)
+        whole_frames(bytes(transport.written))
+
+    client_sends()
+
+
+async def test_any_frames_from_the_upstream_are_read_or_refused(h2proxied: H2Proxied) -> None:
+    """Whatever frames the upstream sends on a connection carrying a client's request (any type,
+    flags, stream, payload, header fields such as a :status of 2x0): the upstream side
+    (upstream.H2Upstream) reads them, or resets the stream, or ends the connection with GOAWAY and an
+    RFC 9113 code; no other exception leaves data_received."""
+    context, relay = await warmed(h2proxied)
+    pool = relay.pool
+
+    @settings(max_examples=300, deadline=None)
+    @given(frames=PEER_FRAMES, cut=st.sampled_from([0, 1, 5]))
+    def upstream_sends(frames: list[Drawn], cut: int) -> None:
+        up = H2Upstream(pool)
+        upstream = Sink()
+        up.connection_made(upstream)
+        pool._conns.append(up)  # the one the client's stream goes on
+        conn, _client = front_end(context, relay)
+        try:
+            conn.data_received(
+                f.PREFACE
+                + f.settings({})
+                + f.frame(f.HEADERS, f.END_HEADERS | f.END_STREAM, 1, Encoder().encode(REQUEST))
+            )
+            assert up.streams  # precondition: the request went to this connection
+            encoder = Encoder()
+            data = f.settings({}) + encoded(frames, encoder)
+            for piece in chunks(data, cut):
+                up.data_received(piece)
+        finally:
+            up.connection_lost(None)
+            conn.connection_lost(None)
+        whole_frames(bytes(upstream.written).removeprefix(f.PREFACE))
+
+    upstream_sends()

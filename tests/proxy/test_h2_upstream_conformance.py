@@ -20,6 +20,7 @@ import pytest
 from h2.errors import ErrorCodes
 
 from tokenrelay.proxy import ProxyServer
+from tokenrelay.testing import FakeClock
 
 from ..support.h2wire import (
     ACK,
@@ -728,3 +729,210 @@ async def test_a_401_that_came_before_the_whole_body_leaves_no_stream_open_at_th
     await client.close()
     assert (reply.status, reply.body) == (b"200", b"healed")
     assert [(f.sid, f.code) for f in up.of_kind(RST_STREAM)] == [(sid, E.NO_ERROR)]
+
+
+# -- what a client's request carries upstream ------------------------------------------------------------
+
+
+async def test_a_clients_trailers_cross_under_the_request_policy(scripted: Scripted) -> None:
+    """A client's trailers lose what its headers would, and what RFC 9110 §6.5.1 keeps out of trailers:
+    the upstream gets the proxy's token only, never a second Authorization, Host, Cookie or forwarding
+    field; other trailer fields pass."""
+    client = await Wire.connect(scripted.proxy.port)
+    client.send(client.headers(1, request_fields(b"/x", b"POST"), end=False), data(1, b"body"))
+    late = [
+        (b"authorization", b"Bearer client-secret"),
+        (b"host", b"evil.example"),
+        (b"x-forwarded-host", b"evil.example"),
+        (b"cookie", b"session=client-secret"),
+        (b"proxy-authorization", b"Basic c2VjcmV0"),
+        (b"x-checksum", b"abc"),
+    ]
+    client.send(client.headers(1, late, end=True))
+    up = await scripted.upstream.connection()
+    sid, _ = await up.next_request()
+    await up.request_body(sid)
+    blocks = [sent.headers for sent in up.of_kind(HEADERS, sid) if sent.headers is not None]
+    answer(up, sid)
+    reply = await client.answer(1)
+    await client.close()
+    assert reply.status == b"200"
+    assert len(blocks) == 2, up.summary()
+    assert blocks[1] == [(b"x-checksum", b"abc")]
+
+
+async def test_a_clients_proxy_fields_never_reach_the_upstream(scripted: Scripted) -> None:
+    """Fields named proxy-* (Proxy-Authorization, Proxy-Connection...) stay on the client's hop, as on
+    HTTP/1.1; the fields beside them cross."""
+    client = await Wire.connect(scripted.proxy.port)
+    extra = [(b"proxy-authorization", b"Basic c2VjcmV0"), (b"proxy-foo", b"1"), (b"x-kept", b"yes")]
+    client.request(1, b"/x", extra=extra)
+    up = await scripted.upstream.connection()
+    sid, fields = await up.next_request()
+    answer(up, sid)
+    await client.answer(1)
+    await client.close()
+    names = [name for name, _ in fields]
+    assert b"x-kept" in names
+    assert not [name for name in names if name.startswith(b"proxy-")]
+
+
+async def test_an_answers_last_data_frame_alone_in_its_read_reaches_the_client(scripted: Scripted) -> None:
+    """An answer whose last DATA frame (with END_STREAM) comes by itself, once the client's request
+    has ended, reaches the client at once, not with whatever the client sends next."""
+    client = await scripted.call()
+    up = await scripted.upstream.connection()
+    sid, _ = await up.next_request()
+    up.send(up.headers(sid, OK, end=False), data(sid, b"first "))
+    await client.wait(lambda f: f.kind == DATA and f.sid == 1, "the answer's first bytes")
+    up.send(data(sid, b"last", end=True))
+    reply = await client.answer(1)
+    await client.close()
+    assert (reply.status, reply.body, reply.ended) == (b"200", b"first last", True)
+
+
+async def test_a_slow_request_beside_a_begun_answer_is_not_timed_out(start_proxy: StartProxy) -> None:
+    """Once the upstream's answer began, a request body that comes slowly is a bidirectional call's
+    own pace (a gRPC stream whose client sends now and then): no body timeout cuts it."""
+    upstream = ScriptedUpstream()
+    await upstream.start()
+    clock = FakeClock()
+    api_url = f"http://127.0.0.1:{upstream.port}/base"
+    proxy = await start_proxy(api_url, Tokens().build(api_url), clock=clock, body_timeout=20.0)
+    client = await Wire.connect(proxy.port)
+    client.send(client.headers(1, request_fields(b"/chat", b"POST"), end=False), data(1, b"hello"))
+    up = await upstream.connection()
+    sid, _ = await up.next_request()
+    up.send(up.headers(sid, OK, end=False), data(sid, b"welcome"))
+    await client.wait(lambda f: f.kind == DATA and f.sid == 1, "the answer's first bytes")
+    clock.tick(600.0)
+    proxy.check_timeouts()
+    client.send(data(1, b"bye", end=True))
+    await up.request_body(sid)
+    up.send(data(sid, b"farewell", end=True))
+    reply = await client.answer(1)
+    await client.close()
+    await upstream.stop()
+    assert (reply.status, reply.body, reply.reset) == (b"200", b"welcomefarewell", None)
+    assert up.reply(sid).body == b"hellobye"
+    assert not up.of_kind(RST_STREAM)
+
+
+# -- a malformed answer on a connection every client shares -------------------------------------------
+
+BIG = b"b" * 3000  # 12 references to it decode to over header_bytes (32 KiB) from a few coded bytes
+
+
+def oversized_head(up: Wire, sid: int) -> bytes:
+    """A head whose block is small but decodes past header_bytes: a field indexed (62 in the dynamic
+    table), then referenced twelve times by its index alone."""
+    block = up.block([*OK, (b"x-big", BIG)]) + b"\xbe" * 12
+    return up.headers(sid, block, end=False) + data(sid, b"x", end=True)
+
+
+@pytest.mark.parametrize(
+    ("script", "begun"),
+    [
+        pytest.param(
+            lambda up, sid: (
+                up.headers(sid, [*OK, (b"content-length", b"1x")], end=False) + data(sid, b"1x", end=True)
+            ),
+            False,
+            id="a content-length that is no number",
+        ),
+        pytest.param(
+            lambda up, sid: up.headers(sid, [*OK, (b"content-length", b"2"), (b"content-length", b"3")]),
+            False,
+            id="two content-lengths that disagree",
+        ),
+        pytest.param(
+            lambda up, sid: (
+                up.headers(sid, [*OK, (b"content-length", b"10")], end=False) + data(sid, b"12345", end=True)
+            ),
+            True,
+            id="DATA shorter than the content-length",
+        ),
+        pytest.param(
+            lambda up, sid: (
+                up.headers(sid, [*OK, (b"content-length", b"3")], end=False) + data(sid, b"12345")
+            ),
+            True,
+            id="DATA beyond the content-length",
+        ),
+        pytest.param(
+            lambda up, sid: (
+                up.headers(sid, OK, end=False) + data(sid, b"x") + up.headers(sid, TRAILERS, end=False)
+            ),
+            True,
+            id="trailers without END_STREAM",
+        ),
+        pytest.param(
+            lambda up, sid: up.headers(sid, [(b":status", b"2x0")], end=True),
+            False,
+            id="a :status that is not three digits",
+        ),
+        pytest.param(
+            lambda up, sid: up.headers(sid, [*OK, *((b"x-f%d" % i, b"v") for i in range(150))], end=True),
+            False,
+            id="more fields than header_count",
+        ),
+        pytest.param(oversized_head, False, id="a head that decodes past header_bytes"),
+    ],
+)
+async def test_a_malformed_answer_resets_its_stream_only(
+    scripted: Scripted, script: Callable[[Wire, int], bytes], begun: bool
+) -> None:
+    """RFC 9113 §8.1.1: a malformed answer on one upstream stream is that stream's error: RST_STREAM
+    PROTOCOL_ERROR on it, its client gets the proxy's 502 UPSTREAM_FAILED (a reset once its answer
+    began), and the other client's stream on the same upstream connection is answered; no GOAWAY."""
+    first = await scripted.call(b"/first")
+    other = await Wire.connect(scripted.proxy.port)
+    up = await scripted.upstream.connection()
+    sid, _ = await up.next_request()
+    other.request(1, b"/other")
+    other_sid, _ = await up.next_request()
+    up.send(script(up, sid), ping(b"barrier!"))
+    await up.wait(lambda f: f.payload == b"barrier!", "the PING ACK")
+    resets = up.of_kind(RST_STREAM, sid)
+    assert [reset.code for reset in resets] == [E.PROTOCOL_ERROR], up.summary()
+    reply = await first.answer(1)
+    await first.close()
+    if begun:
+        assert (reply.status, reply.reset) == (b"200", E.INTERNAL_ERROR), reply
+    else:
+        assert reply.status == b"502", reply
+        assert json.loads(reply.body)["details"][0]["reason"] == "UPSTREAM_FAILED"
+    answer(up, other_sid, [*OK, (b"x-after", BIG)], b"other")
+    reply = await other.answer(1)
+    await other.close()
+    assert (reply.status, reply.body) == (b"200", b"other")
+    assert dict(reply.blocks[0])[b"x-after"] == BIG
+    assert not up.of_kind(GOAWAY), up.summary()
+
+
+async def test_a_request_body_held_up_by_the_connections_window_is_not_timed_out(
+    start_proxy: StartProxy,
+) -> None:
+    """A client whose connection window is spent on another stream's bytes, waiting for an upstream
+    that reads slowly, cannot send the body of a second stream: that body is not timed out for it."""
+    upstream = ScriptedUpstream(reopen=False)  # the upstream grants no window beyond the first 64 KiB
+    await upstream.start()
+    clock = FakeClock()
+    api_url = f"http://127.0.0.1:{upstream.port}/base"
+    window = 128 * 1024
+    proxy = await start_proxy(api_url, Tokens().build(api_url), clock=clock, h2_connection_window=window)
+    client = await Wire.connect(proxy.port)
+    client.send(client.headers(1, request_fields(b"/big", b"POST"), end=False))
+    client.send(*(data(1, bytes(16384)) for _ in range(window // 16384)))
+    client.send(client.headers(3, request_fields(b"/small", b"POST"), end=False))
+    up = await upstream.connection()
+    await up.next_request()
+    await up.next_request()
+    await client.round_trip()
+    clock.tick(60.0)
+    proxy.check_timeouts()
+    await client.round_trip(b"swept!!!")
+    await client.close()
+    await upstream.stop()
+    assert not client.of_kind(HEADERS), client.summary()
+    assert not client.of_kind(RST_STREAM), client.summary()

@@ -11,7 +11,7 @@ import pytest
 
 from tokenrelay.emulator import Emulator
 from tokenrelay.emulator.app import EmulatorServer
-from tokenrelay.emulator.platforms import ORG_UUID
+from tokenrelay.emulator.platforms.base import ORG_UUID
 
 from ..support.platforms import spiffe_socket, write_stand_ins
 

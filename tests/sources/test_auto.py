@@ -9,7 +9,7 @@ import aiohttp
 import pytest
 
 from tokenrelay.emulator import Emulator
-from tokenrelay.emulator.platforms import PLATFORMS, mint
+from tokenrelay.emulator.platforms.registry import PLATFORMS, mint
 from tokenrelay.errors import ConfigError, IdTokenError
 from tokenrelay.lite.jwtclaims import unverified_claims
 from tokenrelay.tokens.idsources import SOURCES, SourceInputs, explained

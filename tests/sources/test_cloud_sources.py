@@ -14,8 +14,10 @@ from pathlib import Path
 import grpc
 import pytest
 
-from tokenrelay.emulator import Emulator, awssts
-from tokenrelay.emulator.platforms import AWS_NAMESPACE, AWS_ROLE, SPIFFE_ID
+from tokenrelay.emulator import Emulator
+from tokenrelay.emulator.platforms import aws as awssts
+from tokenrelay.emulator.platforms.aws import AWS_NAMESPACE, AWS_ROLE
+from tokenrelay.emulator.platforms.spiffe import SPIFFE_ID
 from tokenrelay.errors import ConfigError, IdTokenError
 from tokenrelay.lite.jwtclaims import unverified_claims
 from tokenrelay.tokens.idsources import SOURCES, Source, SourceInputs, explained, workload_pb2

@@ -9,8 +9,10 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from tokenrelay.emulator import Emulator, identities
-from tokenrelay.emulator.platforms import ORG_UUID, PLATFORMS
+from tokenrelay.emulator import Emulator
+from tokenrelay.emulator.iam import identities
+from tokenrelay.emulator.platforms.base import ORG_UUID
+from tokenrelay.emulator.platforms.registry import PLATFORMS
 from tokenrelay.errors import ConfigError, IdTokenError
 from tokenrelay.lite.jwtclaims import unverified_claims
 from tokenrelay.tokens import sts

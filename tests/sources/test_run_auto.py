@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tokenrelay.emulator import Emulator, identities
-from tokenrelay.emulator.platforms import PLATFORMS, mint
+from tokenrelay.emulator import Emulator
+from tokenrelay.emulator.iam import identities
+from tokenrelay.emulator.platforms.registry import PLATFORMS, mint
 from tokenrelay.lite.jwtclaims import unverified_claims
 
 from ..support.platforms import environment

@@ -43,6 +43,10 @@ class ClusterKey:
     """The cluster's signing key, as the tests hold it: the JWKS the agent loads, and pod tokens."""
 
     def __init__(self) -> None:
+        self.rotate()
+
+    def rotate(self) -> None:
+        """A new key under the same kid: the JWKS the agent loads from now on publishes only it."""
         self.private = ec.generate_private_key(ec.SECP256R1())
         jwk = json.loads(jwt.algorithms.ECAlgorithm.to_jwk(self.private.public_key()))
         self.jwks = json.dumps({"keys": [{**jwk, "kid": KID, "use": "sig", "alg": "ES256"}]}).encode()
@@ -126,7 +130,8 @@ class AgentRig:
         deadline = loop.time() + 10.0
         quiet = 0
         while quiet < 2:  # keys come and go meanwhile (the sweep): count them at every look
-            parked = self.clock.sleeping >= 1 + len(self.node_agent.exchanges) and not self.exchanging()
+            # the sweep, the keys' re-read, and a schedule per key
+            parked = self.clock.sleeping >= 2 + len(self.node_agent.exchanges) and not self.exchanging()
             quiet = quiet + 1 if parked else 0
             assert loop.time() < deadline, "the agent's schedules did not settle within 10s"
             await asyncio.sleep(0.001)

@@ -7,9 +7,10 @@ from typing import Any
 
 import aiohttp
 
-from tokenrelay.emulator import Emulator, groups
+from tokenrelay.emulator import Emulator
 from tokenrelay.emulator.errors import IAM_DOMAIN
-from tokenrelay.emulator.model import Group
+from tokenrelay.emulator.iam import groups
+from tokenrelay.emulator.iam.kinds import Group
 from tokenrelay.testing import FakeClock
 
 

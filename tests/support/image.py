@@ -32,6 +32,9 @@ from .paths import short_dir
 
 REPO = Path(__file__).resolve().parents[2]
 TAG = "tokenrelay:test"
+# The extras image: the Dockerfile's EXTRAS build argument, the OIDC sources that need an extra.
+EXTRAS = "aws,spiffe"
+EXTRAS_TAG = "tokenrelay:test-extras"
 BASE_TAG = "local/python:3.11-bookworm"
 BUILDER_TAG = "local/python:3.11-bookworm-binutils"  # the stand-in for python:3.12-bookworm, the builder
 TOKENRELAY = str(Path(sys.executable).parent / "tokenrelay")
@@ -42,7 +45,8 @@ MMDEBSTRAP = [
     "mmdebstrap",
     "--quiet",
     "--variant=essential",
-    "--include=python3,python3-venv,python-is-python3,ca-certificates",  # BUILDER adds binutils
+    # libstdc++6: the slim image has it (apt needs it), and grpcio (EXTRAS=spiffe) links it
+    "--include=python3,python3-venv,python-is-python3,ca-certificates,libstdc++6",  # BUILDER adds binutils
     '--aptopt=Apt::Install-Recommends "false"',
     "--dpkgopt=path-exclude=/usr/share/doc/*",
     "--dpkgopt=path-include=/usr/share/doc/*/copyright",
@@ -175,7 +179,8 @@ class Image:
 
 
 def wheelhouse(directory: Path) -> None:
-    """Every wheel the build needs, setuptools (the build backend) included, from this venv's pip."""
+    """Every wheel the builds need (``EXTRAS``' too), setuptools (the build backend) included, from
+    this venv's pip."""
     subprocess.run(
         [
             sys.executable,
@@ -186,7 +191,7 @@ def wheelhouse(directory: Path) -> None:
             "--no-build-isolation",
             "--wheel-dir",
             str(directory),
-            str(REPO),
+            f"{REPO}[{EXTRAS}]",
             "setuptools>=77,<85",
         ],
         check=True,
@@ -249,6 +254,11 @@ def build(engine: Engine) -> Image:
         else:
             shutil.copy2(source, context / name)
     wheelhouse(context / "wheelhouse")
+    return tagged(engine, TAG)
+
+
+def tagged(engine: Engine, tag: str, *build_args: str) -> Image:
+    """The Dockerfile built offline as ``tag`` on ``engine``, whose context ``build`` made."""
     started = time.monotonic()
     engine.docker(
         "build",
@@ -257,13 +267,20 @@ def build(engine: Engine) -> Image:
         f"--build-arg=PYTHON_IMAGE={BASE_TAG}",
         f"--build-arg=BUILDER_IMAGE={BUILDER_TAG}",
         "--build-arg=PIP_NO_INDEX=1",
-        f"--tag={TAG}",
-        str(context),
+        *(f"--build-arg={arg}" for arg in build_args),
+        f"--tag={tag}",
+        str(engine.directory / "context"),
         timeout=600,
     )
     seconds = time.monotonic() - started
-    size = int(engine.docker("image", "inspect", "--format={{.Size}}", TAG).stdout)
-    return Image(engine, TAG, seconds, size)
+    size = int(engine.docker("image", "inspect", "--format={{.Size}}", tag).stdout)
+    return Image(engine, tag, seconds, size)
+
+
+def with_extras(image: Image) -> Image:
+    """The image built again with ``--build-arg EXTRAS=aws,spiffe`` on the same engine: the builder's
+    base install is a cached layer, so this costs the extras' install, the strip and the copy."""
+    return tagged(image.engine, EXTRAS_TAG, f"EXTRAS={EXTRAS}")
 
 
 @contextmanager
@@ -293,6 +310,7 @@ class RunningEmulator:
     url: str
     organization: str
     owner: str
+    lines: dict[str, str] = field(default_factory=dict)  # what it printed at start, by label
 
     def mint(self, subject: str = "seed-owner") -> str:
         minted = subprocess.run(
@@ -341,7 +359,7 @@ def emulator(*extra: str) -> Iterator[RunningEmulator]:
     try:
         assert "seed owner identity" in lines, f"tokenrelay emulate did not start: {lines}"
         owner = lines["seed owner identity"].split()[0]
-        yield RunningEmulator(process, lines["emulator"], lines["seed organization"], owner)
+        yield RunningEmulator(process, lines["emulator"], lines["seed organization"], owner, lines)
     finally:
         process.terminate()
         process.wait(timeout=30)

@@ -13,9 +13,9 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from tokenrelay.emulator import awssts
 from tokenrelay.emulator.app import Emulator
-from tokenrelay.emulator.platforms import mint
+from tokenrelay.emulator.platforms import aws as awssts
+from tokenrelay.emulator.platforms.registry import mint
 
 # the variables of a three-hour job: set once, they outlive it
 JOB_TOKEN_LIFETIME = 4 * 3600.0

@@ -6,39 +6,22 @@ identity."""
 
 from __future__ import annotations
 
-import time
-import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from aiohttp import web
+from aiohttp.typedefs import Handler, Middleware
 
 from ..errors import ExchangeError, IdTokenError, TokenUnavailable
 from ..lite.aip193 import Code
 from ..lite.names import IDENTITY_ENV
 from ..serving import probes
 from ..serving.tokenanswer import EncodedTokens, error_response, render
+from . import ratelimit
 from .exchanges import Exchanges, Key
 from .metrics import AgentMetrics
 from .pods import NodePods
 from .podtoken import Refused, Verifier
-
-
-class ConnectionRates:
-    """At most ``rate`` requests a second on one connection (GCRA, a second's burst)."""
-
-    def __init__(self, rate: int, clock: Callable[[], float] = time.monotonic) -> None:
-        self._interval = 1.0 / rate
-        self._clock = clock
-        # per transport: the theoretical arrival time of its next request; gone with the connection
-        self._tat: weakref.WeakKeyDictionary[object, float] = weakref.WeakKeyDictionary()
-
-    def allow(self, connection: object) -> bool:
-        now = self._clock()
-        tat = max(self._tat.get(connection, now), now)
-        if tat - now > 1.0 - self._interval + 1e-9:  # 1e-9: float sums of the interval
-            return False
-        self._tat[connection] = tat + self._interval
-        return True
+from .ratelimit import POD, ConnectionRates, Gcra
 
 
 class Agent:
@@ -51,6 +34,7 @@ class Agent:
         exchanges: Exchanges,
         metrics: AgentMetrics,
         rates: ConnectionRates,
+        pod_rates: Gcra,
         default_audience: str,
     ) -> None:
         self.verifier = verifier
@@ -58,6 +42,7 @@ class Agent:
         self.exchanges = exchanges
         self.metrics = metrics
         self.rates = rates
+        self.pod_rates = pod_rates
         self.default_audience = default_audience
         self.bodies = EncodedTokens()
 
@@ -70,16 +55,19 @@ def _refuse(agent: Agent, status: int, code: Code, message: str, reason: str) ->
     return error_response(status, code, message, reason)
 
 
-async def get_token(request: web.Request) -> web.Response:
+TOKEN_ROUTE = "token"
+
+
+def _token_route(request: web.Request) -> bool:
+    return request.match_info.route.name == TOKEN_ROUTE
+
+
+@web.middleware
+async def identify(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Who asks for a token: a verified pod running here (``request[POD]``), or a 401 saying why not."""
+    if not _token_route(request):
+        return await handler(request)
     agent = request.app[AGENT]
-    if request.transport is not None and not agent.rates.allow(request.transport):
-        return _refuse(
-            agent,
-            429,
-            Code.RESOURCE_EXHAUSTED,
-            "too many requests on this connection: the agent serves the token it holds, ask less often",
-            "RATE_LIMITED",
-        )
     try:
         pod = await agent.verifier.verify(request.headers.get("Authorization"))
         if not agent.pods.running(pod.pod_uid) and not await agent.pods.wait_for(pod.pod_uid):
@@ -90,6 +78,13 @@ async def get_token(request: web.Request) -> web.Response:
             )
     except Refused as refused:
         return _refuse(agent, 401, Code.UNAUTHENTICATED, refused.message, refused.reason)
+    request[POD] = pod
+    return await handler(request)
+
+
+async def get_token(request: web.Request) -> web.Response:
+    agent = request.app[AGENT]
+    pod = request[POD]
     query = request.query
     identity = query.get("identity", "")
     if not identity:
@@ -101,9 +96,14 @@ async def get_token(request: web.Request) -> web.Response:
             "(sent as ?identity=)",
             "IDENTITY_MISSING",
         )
-    audience = query.get("audience") or agent.default_audience
+    key = Key(pod.namespace, pod.service_account, identity, query.get("audience") or agent.default_audience)
     agent.exchanges.presented(pod)
-    provider = agent.exchanges.provider(Key(pod.namespace, pod.service_account, identity, audience))
+    refusal = agent.exchanges.refusal(key)
+    if refusal is not None:  # the service refused this key moments ago: its words, no exchange
+        return _refuse(
+            agent, 403, Code.PERMISSION_DENIED, refusal.message, refusal.reason or "EXCHANGE_REFUSED"
+        )
+    provider = agent.exchanges.provider(key)
     token = provider.current()
     agent.metrics.lookup(hit=token is not None)
     if token is None:
@@ -116,6 +116,7 @@ async def get_token(request: web.Request) -> web.Response:
             if isinstance(error, ExchangeError) and error.status is not None and not error.retryable:
                 # The service refused this service account that identity (a 403, or a 400/401 about
                 # the pod's token or the identity): its words, its reason; never another identity.
+                agent.exchanges.refused(key, error)
                 return _refuse(
                     agent, 403, Code.PERMISSION_DENIED, error.message, error.reason or "EXCHANGE_REFUSED"
                 )
@@ -124,9 +125,21 @@ async def get_token(request: web.Request) -> web.Response:
     return web.Response(body=body, headers=headers)
 
 
-def create_app(agent: Agent, ready: Callable[[], str | None]) -> web.Application:
-    app = web.Application()
+def create_app(
+    agent: Agent, ready: Callable[[], str | None], middlewares: Iterable[Middleware] = ()
+) -> web.Application:
+    """The API; ``middlewares`` come first (the connections' bookkeeping), then the rate limits
+    around the pod's identification: per connection before it, per pod after."""
+    refused = agent.metrics.refused
+    app = web.Application(
+        middlewares=(
+            *middlewares,
+            ratelimit.per_connection(agent.rates, refused, _token_route),
+            identify,
+            ratelimit.per_pod(agent.pod_rates, refused),
+        )
+    )
     app[AGENT] = agent
-    app.router.add_get("/v1/token", get_token)
+    app.router.add_get("/v1/token", get_token, name=TOKEN_ROUTE)
     probes.health_routes(app, ready)
     return app

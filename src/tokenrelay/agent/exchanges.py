@@ -6,6 +6,12 @@ A key's provider exchanges the freshest valid token held from a pod of that serv
 still runs here. When no such pod has presented a valid token for longer than the key's token life,
 the key is dropped and never refreshed again (eks-pod-identity-agent renewed for pods long gone:
 #171, #92). The cache is bounded: at ``max_entries``, the key asked for least recently goes.
+
+One service account cannot spend the node's exchange budget: its exchanges wait for its own
+budget (``account_rate`` a second) before the node's. A key the token service refuses (a 4xx: an
+audience made up, an identity that does not trust the account) is dropped, so it is not retried in
+the background, and the refusal is answered from memory for ``refusal_ttl`` seconds: in one run,
+537 of a node's 539 exchanges went to one pod's refusals (issue 28, item 9).
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ log = logging.getLogger("tokenrelay.agent")
 
 SWEEP_EVERY = 30.0  # seconds between looks for keys no pod asks for any more
 IDLE_BEFORE_TOKEN = 600.0  # a key that never got a token: dropped after this long unasked
+MAX_REFUSED = 4096  # refusals remembered, the oldest forgotten first
 RESOURCE_EXHAUSTED = 8
 
 
@@ -69,6 +76,8 @@ class Exchanges:
         *,
         max_entries: int,
         wait_timeout: float,
+        account_rate: int,
+        refusal_ttl: float,
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
@@ -88,6 +97,10 @@ class Exchanges:
         self._observers = tuple(observers)
         self._on_size = on_size
         self._entries: OrderedDict[Key, _Entry] = OrderedDict()
+        self._account_rate = account_rate
+        self._accounts: dict[tuple[str, str], ExchangeLimiter] = {}  # their budgets, swept with them
+        self._refusal_ttl = refusal_ttl
+        self._refused: OrderedDict[Key, tuple[float, ExchangeError]] = OrderedDict()
         # per service account: pod uid -> its freshest token; and when a pod last presented one
         self._pod_tokens: dict[tuple[str, str], dict[str, PodToken]] = {}
         self._last_seen: dict[tuple[str, str], float] = {}
@@ -132,6 +145,27 @@ class Exchanges:
         self._on_size(len(self._entries))
         return provider
 
+    def refusal(self, key: Key) -> ExchangeError | None:
+        """The token service's refusal of ``key``, while it is remembered."""
+        found = self._refused.get(key)
+        if found is None:
+            return None
+        until, error = found
+        if until <= self._clock():
+            del self._refused[key]
+            return None
+        return error
+
+    def refused(self, key: Key, error: ExchangeError) -> None:
+        """The token service refused ``key`` for good: remember its words, drop its provider."""
+        self._refused[key] = (self._clock() + self._refusal_ttl, error)
+        self._refused.move_to_end(key)
+        if len(self._refused) > MAX_REFUSED:
+            self._refused.popitem(last=False)
+        entry = self._entries.get(key)
+        if entry is not None and entry.provider.token is None:  # a held token keeps serving
+            self._drop(key, "refused by the token service")
+
     # -- the exchange -----------------------------------------------------------------------
 
     def pod_token(self, account: tuple[str, str]) -> PodToken | None:
@@ -149,6 +183,12 @@ class Exchanges:
                 f"no pod of service account {key.namespace}/{key.service_account} running on this "
                 "node holds a valid token"
             )
+        budget = self._accounts.get(key.account)
+        if budget is None:
+            budget = self._accounts[key.account] = ExchangeLimiter(
+                self._account_rate, clock=self._clock, sleep=self._sleep
+            )
+        await budget.acquire()
         await self._limiter.acquire()
         try:
             return await self._exchange(key.audience, key.identity, pod.value)
@@ -173,6 +213,10 @@ class Exchanges:
         for account in [account for account in self._last_seen if account not in live]:
             del self._last_seen[account]
             self._pod_tokens.pop(account, None)
+        for account in [account for account in self._accounts if account not in live]:
+            del self._accounts[account]
+        for key in [key for key, (until, _) in self._refused.items() if until <= now]:
+            del self._refused[key]
         return dropped
 
     async def run(self) -> None:

@@ -20,7 +20,12 @@ from ..tokens.token import Token
 class AgentMetrics:
     """Every metric of ``tokenrelay agent``; an Observer of every key's provider."""
 
-    def __init__(self, registry: CollectorRegistry, pods: Callable[[], int] = lambda: 0) -> None:
+    def __init__(
+        self,
+        registry: CollectorRegistry,
+        pods: Callable[[], int] = lambda: 0,
+        connections: Callable[[], int] = lambda: 0,
+    ) -> None:
         self.registry = registry
         self._entries = Gauge(
             "tokenrelay_agent_cache_entries",
@@ -49,8 +54,9 @@ class AgentMetrics:
         )
         self._refusals = Counter(
             "tokenrelay_agent_refusals",
-            "Requests refused, by reason (POD_TOKEN_<CHECK>, the token service's reason, "
-            "TOKEN_UNAVAILABLE, RATE_LIMITED, IDENTITY_MISSING).",
+            "Requests and connections refused, by reason (POD_TOKEN_<CHECK>, the token service's "
+            "reason, TOKEN_UNAVAILABLE, RATE_LIMITED, POD_RATE_LIMITED, IDENTITY_MISSING, "
+            "TOO_MANY_CONNECTIONS, TOO_MANY_CONNECTIONS_FROM_PEER).",
             ["reason"],
             registry=registry,
         )
@@ -69,9 +75,29 @@ class AgentMetrics:
             "tokenrelay_agent_pods", "Pods running on this node, from the agent's watch.", registry=registry
         ).set_function(lambda: float(pods()))
         Gauge(
+            "tokenrelay_agent_connections",
+            "Client connections open on the agent's socket (and --listen).",
+            registry=registry,
+        ).set_function(lambda: float(connections()))
+        closed = Counter(
+            "tokenrelay_agent_connections_timed_out",
+            "Client connections closed for a request head not sent in time (head_timeout) or an idle "
+            "keep-alive (idle_timeout).",
+            ["why"],
+            registry=registry,
+        )
+        self._timed_out = {why: closed.labels(why=why) for why in ("head_timeout", "idle_timeout")}
+        Gauge(
             "tokenrelay_build_info", "Always 1; the version is a label.", ["version"], registry=registry
         ).labels(version=__version__).set(1)
-        for reason in ("TOKEN_UNAVAILABLE", "RATE_LIMITED", "POD_TOKEN_SIGNATURE", "POD_TOKEN_POD_GONE"):
+        for reason in (
+            "TOKEN_UNAVAILABLE",
+            "RATE_LIMITED",
+            "POD_RATE_LIMITED",
+            "TOO_MANY_CONNECTIONS",
+            "POD_TOKEN_SIGNATURE",
+            "POD_TOKEN_POD_GONE",
+        ):
             self.refused(reason, count=0)
 
     def entries(self, size: int) -> None:
@@ -85,6 +111,9 @@ class AgentMetrics:
         if child is None:
             child = self._by_reason[reason] = self._refusals.labels(reason=reason)
         child.inc(count)
+
+    def timed_out(self, why: str) -> None:
+        self._timed_out[why].inc()
 
     def waited(self, seconds: float) -> None:
         self._waits.inc()

@@ -10,8 +10,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -28,7 +29,13 @@ MAX_GONE = 4096  # uids remembered as deleted or finished, refused without that 
 class NodePods:
     """The uids of the pods running on this node; ``changed`` wakes whoever waits for news."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self._clock = clock
+        self._sleep = sleep
         self._uids: set[str] = set()
         self._gone: OrderedDict[str, None] = OrderedDict()
         self._news = asyncio.Event()
@@ -46,20 +53,20 @@ class NodePods:
 
     async def wait_for(self, uid: str, timeout: float = NEWCOMER_WAIT) -> bool:
         """True once ``uid`` runs here; False when the watch has not said so within ``timeout``."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
+        deadline = self._clock() + timeout
         while uid not in self._uids:
-            left = deadline - loop.time()
+            left = deadline - self._clock()
             if left <= 0 or not self.synced or uid in self._gone:
                 return False
-            news = self._news
+            # the news, or the end of the wait on the injected clock, whichever comes first; a
+            # cancel (the asker gone) that lands as the news does still ends this cancelled
+            news = asyncio.ensure_future(self._news.wait())
+            timer = asyncio.ensure_future(self._sleep(left))
             try:
-                # asyncio.timeout, not wait_for: on Python 3.11 wait_for drops a cancel (the asker
-                # gone) that lands as the news does
-                async with asyncio.timeout(left):
-                    await news.wait()
-            except TimeoutError:
-                return False
+                await asyncio.wait((news, timer), return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                news.cancel()
+                timer.cancel()
         return True
 
     def replace(self, uids: Iterable[str]) -> None:

@@ -7,7 +7,8 @@ has its own reason, ``POD_TOKEN_<CHECK>``, and a message that says what to fix.
 
 A pod sends the same token for minutes (kubelet renews it at 80% of its life), so the signature
 and claims of a token are checked once and the result kept (bounded, by the token's whole value);
-its expiry is checked again on every request, and the caller checks the pod on every request.
+its expiry, and that the cluster still publishes the key it was signed with, are checked again on
+every request, and the caller checks the pod on every request.
 """
 
 from __future__ import annotations
@@ -76,7 +77,8 @@ class Verifier:
         self._audience = audience
         self._node = node
         self._wall = wall
-        self._verified: OrderedDict[str, PodToken] = OrderedDict()
+        # by the token's whole value: what it says, and the key its signature was checked with
+        self._verified: OrderedDict[str, tuple[PodToken, jwt.PyJWK]] = OrderedDict()
 
     async def verify(self, authorization: str | None) -> PodToken:
         """The pod token of an ``Authorization`` header value; raises Refused."""
@@ -88,24 +90,27 @@ class Verifier:
                 "no pod token: send the pod's projected service-account token as Authorization: "
                 "Bearer (TOKENRELAY_AGENT_TOKEN_FILE names its file)",
             )
-        known = self._verified.get(value)
-        if known is not None:
+        kept = self._verified.get(value)
+        if kept is not None:
+            known, signer = kept
             if known.expires + LEEWAY <= self._wall():
                 del self._verified[value]
                 raise Refused("EXPIRED", "the pod token has expired: kubelet should have renewed its file")
-            return known
+            if self._keys.publishes(signer):
+                return known
+            del self._verified[value]  # its key is retired: the token is checked afresh (and refused)
         if len(value) > MAX_TOKEN_BYTES:
             raise Refused("MALFORMED", "the pod token is over 16 KiB: not a service-account token")
         try:
             header = jwt.get_unverified_header(value)
-        except jwt.DecodeError:
+        except jwt.InvalidTokenError:  # bad base64, a header that is not JSON, a kid that is no string
             raise Refused("MALFORMED", "the pod token is not a JWT") from None
         kid = header.get("kid")
         key = await self._keys.key(kid if isinstance(kid, str) else None)
         if key is None:
             raise Refused("SIGNATURE", "the pod token is signed with a key that is not the cluster's")
         pod = self._pod(value, self._decode(value, key))
-        self._verified[value] = pod
+        self._verified[value] = (pod, key)
         if len(self._verified) > MAX_VERIFIED:
             self._verified.popitem(last=False)
         return pod
@@ -137,10 +142,19 @@ class Verifier:
             ) from None
         except jwt.InvalidIssuerError:
             raise Refused("ISSUER", f"the pod token was not issued by {self._issuer}") from None
-        except jwt.MissingRequiredClaimError as exc:
-            raise Refused("CLAIMS", f"the pod token has no {exc.claim!r} claim") from None
+        except jwt.MissingRequiredClaimError as exc:  # every service-account token has exp, iss, aud
+            raise Refused("MALFORMED", f"the pod token has no {exc.claim!r} claim") from None
         except jwt.InvalidTokenError as exc:
             raise Refused("MALFORMED", f"the pod token cannot be read: {type(exc).__name__}") from None
+        audiences = claims["aud"]
+        if not isinstance(audiences, str) and len(audiences) != 1:
+            # A token for several audiences is also good at the others, which could replay it here:
+            # the token service's audience must be the token's only one, as a projected volume makes it.
+            raise Refused(
+                "AUDIENCE",
+                f"the pod token carries {len(audiences)} audiences: project it for {self._audience} "
+                "alone (the agent's --pod-token-audience)",
+            )
         return claims
 
     def _pod(self, value: str, claims: dict[str, Any]) -> PodToken:

@@ -14,6 +14,7 @@ import contextlib
 import logging
 import random
 import signal
+import socket
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
@@ -29,10 +30,12 @@ from ..serving import unixsocket
 from ..serving.clienttls import session_context
 from ..serving.listening import bind_error
 from ..serving.probes import MetricsServer
+from ..serving.site import ServingSite
 from ..tokens import sts
 from ..tokens.sts import Issued
 from . import cluster
-from .api import Agent, ConnectionRates, create_app
+from .api import Agent, create_app
+from .connections import ConnectionLimits, Connections
 from .exchanges import Exchanges
 from .jwks import ClusterKeys, KeysUnavailable, Load
 from .limiter import ExchangeLimiter
@@ -40,6 +43,7 @@ from .metrics import AgentMetrics
 from .options import AgentSettings
 from .pods import NodePods, watch
 from .podtoken import Verifier
+from .ratelimit import ConnectionRates, Gcra
 
 if TYPE_CHECKING:
     from lightkube import AsyncClient
@@ -74,9 +78,24 @@ class NodeAgent:
         self._pod_source = pod_source
         self._rng = rng or random.Random()
         self._sleep = sleep
-        self.pods = NodePods()
+        self.pods = NodePods(clock, sleep)
         self.registry = registry or CollectorRegistry()
-        self.metrics = AgentMetrics(self.registry, pods=lambda: len(self.pods))
+        self.metrics = AgentMetrics(
+            self.registry, pods=lambda: len(self.pods), connections=lambda: len(self.connections)
+        )
+        limits = ConnectionLimits(
+            settings.head_timeout,
+            settings.idle_timeout,
+            settings.max_connections,
+            settings.max_connections_per_peer,
+        )
+        self.connections = Connections(
+            limits,
+            clock=clock,
+            sleep=sleep,
+            on_refused=self.metrics.refused,
+            on_closed=self.metrics.timed_out,
+        )
         if keys is not None:
             load = keys
         elif settings.cluster_jwks_file:
@@ -95,6 +114,8 @@ class NodeAgent:
             self.limiter,
             max_entries=settings.max_cache_entries,
             wait_timeout=settings.wait_timeout,
+            account_rate=settings.max_exchanges_per_account,
+            refusal_ttl=settings.refusal_ttl,
             clock=clock,
             wall=wall,
             sleep=sleep,
@@ -154,27 +175,32 @@ class NodeAgent:
             assert self.client is not None
             self._tasks.append(asyncio.ensure_future(watch(self.client, s.node_name, self.pods, self._rng)))
         self._tasks.append(asyncio.ensure_future(self.exchanges.run()))
+        self._tasks.append(asyncio.ensure_future(self.connections.run()))
+        self._tasks.append(asyncio.ensure_future(self.keys.run(s.cluster_jwks_refresh, self._sleep)))
         await self.pods.listed.wait()
         verifier = Verifier(self.keys, issuer=issuer, audience=s.audience, node=s.node_name, wall=self._wall)
         rates = ConnectionRates(s.max_requests_per_connection, self._clock)
-        agent = Agent(verifier, self.pods, self.exchanges, self.metrics, rates, s.api_url)
+        pod_rates = Gcra(s.max_requests_per_pod, s.pod_request_burst, self._clock)
+        agent = Agent(verifier, self.pods, self.exchanges, self.metrics, rates, pod_rates, s.api_url)
         self._runner = web.AppRunner(
-            create_app(agent, self.ready),
+            create_app(agent, self.ready, (self.connections.middleware(),)),
             access_log=None,
             handle_signals=False,
             shutdown_timeout=s.shutdown_grace,
         )
         await self._runner.setup()
         if s.listen is not None:
-            site = web.TCPSite(self._runner, *s.listen)
             try:
-                await site.start()
+                tcp = socket.create_server(
+                    s.listen, family=socket.AF_INET6 if ":" in s.listen[0] else socket.AF_INET
+                )
             except OSError as exc:
                 raise bind_error(exc, where("listen"), *s.listen) from None
+            await ServingSite(self._runner, tcp, self.connections.protocols).start()
             self.tcp_port = int(self._runner.addresses[-1][1])
         sock = unixsocket.bind(s.socket, s.socket_mode)
         self._inode = unixsocket.inode(s.socket)
-        await web.SockSite(self._runner, sock).start()
+        await ServingSite(self._runner, sock, self.connections.protocols).start()
         self.agent = agent
         self._serving = True
         log.info(

@@ -24,7 +24,13 @@ _REINJECT = (
 _AGENT_PODS = "kubectl -n tokenrelay-agent get pods -o wide --field-selector spec.nodeName=<this pod's node>"
 # What to do about the agent's refusals (docs/agent.md, "The request"), by reason.
 _FIXES = {
-    "POD_TOKEN_AUDIENCE": "the pod's tokenrelay.dev/oidc-audience must be the agent's --pod-token-audience",
+    # the injector projects its own TOKENRELAY_AUTH_URL; the agent wants its own --auth-url by default
+    "POD_TOKEN_AUDIENCE": (
+        "the injector and the agent disagree on the token service: the pod's token is for {audience} "
+        "(the injector's TOKENRELAY_AUTH_URL, or the pod's tokenrelay.dev/oidc-audience), the agent "
+        "accepts its --pod-token-audience (default: its --auth-url); give the injector's "
+        "TOKENRELAY_AUTH_URL the agent's value (docs/agent.md), then re-create the pod"
+    ),
     "POD_TOKEN_ISSUER": "the token is not this cluster's: is the agent's --cluster-issuer right?",
     "POD_TOKEN_SIGNATURE": "the agent does not know the key that signed it: its --cluster-jwks-file is stale",
     "POD_TOKEN_NODE": "the token is of a pod of another node: the socket must be this node's agent's",
@@ -101,13 +107,14 @@ async def socket(path: str) -> Check:
     return passed("agent.socket", f"the agent's socket is at {path}", path=path)
 
 
-async def token(path: str) -> Check:
-    """One token, asked for as `tokenrelay token` asks: the pod's token sent, the identity named."""
+async def token(path: str, audiences: list[str] | None = None) -> Check:
+    """One token, asked for as `tokenrelay token` asks: the pod's token (whose ``audiences`` the fix
+    of a refused audience names) sent, the identity named."""
     try:
         reply = await asyncio.to_thread(socketclient.fetch_token, path, None, 15.0)
     except LocalApiError as exc:
         reason = exc.reason
-        fix = _FIXES.get(reason) or (
+        fix = _FIXES.get(reason, "").format(audience=", ".join(audiences or ["another audience"])) or (
             "the token service refused this service account that identity: its claimMatch must match the "
             f"pod's token's subject; {_AGENT_PODS}, then the agent's log"
         )
@@ -131,5 +138,6 @@ async def check(environ: Mapping[str, str], now: float | None = None) -> list[Ch
     if any(c.outcome is Outcome.FAILED for c in checks):
         checks.append(skipped("agent.token", "no request to the agent: fix the lines above first"))
     else:
-        checks.append(await token(path))
+        audiences = checks[0].details.get("audiences")
+        checks.append(await token(path, [str(a) for a in audiences] if isinstance(audiences, list) else None))
     return checks

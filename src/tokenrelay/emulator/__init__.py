@@ -16,15 +16,15 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .app import Emulator, EmulatorServer, Workload
-    from .store import Store
-    from .tokenfile import RotatingTokenFile
+    from .iam.store import Store
+    from .platforms.local import RotatingTokenFile
 
 _HOMES = {
     "Emulator": "app",
     "EmulatorServer": "app",
     "Workload": "app",
-    "Store": "store",
-    "RotatingTokenFile": "tokenfile",
+    "Store": "iam.store",
+    "RotatingTokenFile": "platforms.local",
 }
 
 __all__ = ["Emulator", "EmulatorServer", "RotatingTokenFile", "Store", "Workload"]

@@ -8,7 +8,7 @@ the target (5), the caller's role bindings (7), then the body (3) and the resour
 show only what the caller may read, filtered, then paginated.
 
 The route table is ``KINDS`` plus a few special routes (``add_routes``); a new kind is its record in
-``model.RECORDS`` and one more ``Kind`` (``tests/emulator/test_kinds.py`` checks both). Reserved for
+``iam.kinds.RECORDS`` and one more ``Kind`` (``tests/emulator/test_kinds.py`` checks both). Reserved for
 the registry's tags: ``/registry/v2beta1/tags[/<uid>]`` (tag uid = ``<repo uid>/<tag name>``).
 """
 
@@ -21,8 +21,7 @@ from typing import Any
 
 from aiohttp import web
 
-from . import access, associations, groups, identities, invites, pagination, providers, role_bindings, roles
-from .access import ROLES
+from . import pagination
 from .errors import (
     IAM_DOMAIN,
     REGISTRY_DOMAIN,
@@ -31,23 +30,33 @@ from .errors import (
     not_found,
     unauthenticated,
 )
-from .inputs import check_query, json_body
-from .model import (
+from .iam import (
+    access,
+    account_associations,
+    group_invites,
+    groups,
+    identities,
+    identity_providers,
+    role_bindings,
+    roles,
+)
+from .iam.access import ROLES
+from .iam.kinds import (
     AccountAssociation,
     Advisory,
     Group,
     GroupInvite,
     Identity,
     IdentityProvider,
-    Record,
     Repo,
     Role,
     RoleBinding,
-    parent_of,
 )
+from .iam.resources import Resources, org_of
+from .inputs import check_query, json_body
+from .model import Record, parent_of
 from .pagetoken import PageTokens
-from .resources import Resources, org_of
-from .sts import TokenService
+from .sts.exchange import TokenService
 
 COMMON = frozenset({"uid", "create_ms"})
 NAMED = COMMON | {"name", "update_ms"}
@@ -246,8 +255,8 @@ def _create_binding(
 
 
 def _create_invite(resources: Resources, who: str, group_uid: str, body: dict[str, Any]) -> Mapping[str, Any]:
-    invite, code = invites.create(resources, group_uid, body)
-    return {**invites.render(resources, invite), "code": code}
+    invite, code = group_invites.create(resources, group_uid, body)
+    return {**group_invites.render(resources, invite), "code": code}
 
 
 def _all_roles(resources: Resources) -> Iterable[Any]:
@@ -287,21 +296,21 @@ ROLE_BINDINGS = Kind(
 )  # fmt: skip
 IDENTITY_PROVIDERS = Kind(
     IdentityProvider, "/iam/v2beta1", IAM_DOMAIN, _v2, NAMED,
-    create=lambda res, who, parent, body: providers.create(res, parent, body).v2(),
-    update=providers.patch,
-    delete=providers.delete,
+    create=lambda res, who, parent, body: identity_providers.create(res, parent, body).v2(),
+    update=identity_providers.patch,
+    delete=identity_providers.delete,
 )  # fmt: skip
 ACCOUNT_ASSOCIATIONS = Kind(
     AccountAssociation, "/iam/v2beta1", IAM_DOMAIN, _v2, NAMED,
-    create=lambda res, who, parent, body: associations.create(res, parent, body).v2(),
-    update=associations.patch,
-    delete=associations.delete,
+    create=lambda res, who, parent, body: account_associations.create(res, parent, body).v2(),
+    update=account_associations.patch,
+    delete=account_associations.delete,
 )  # fmt: skip
 GROUP_INVITES = Kind(
-    GroupInvite, "/iam/v2beta1", IAM_DOMAIN, invites.render, COMMON | {"update_ms"},
+    GroupInvite, "/iam/v2beta1", IAM_DOMAIN, group_invites.render, COMMON | {"update_ms"},
     create=_create_invite,
-    update=invites.patch,
-    delete=invites.delete,
+    update=group_invites.patch,
+    delete=group_invites.delete,
 )  # fmt: skip
 REPOS = Kind(
     Repo, "/registry/v2beta1", REGISTRY_DOMAIN, _v2, COMMON | {"name"},
@@ -333,7 +342,7 @@ async def accept_invite(request: web.Request) -> web.Response:
     resources = request.app[CONTEXT].resources
     invite = GROUP_INVITES.find(resources, request.match_info["uid"])
     body = await json_body(request, IAM_DOMAIN)
-    return respond(role_bindings.render(resources, invites.accept(resources, invite.uid, body, who)))
+    return respond(role_bindings.render(resources, group_invites.accept(resources, invite.uid, body, who)))
 
 
 # -- v1 ---------------------------------------------------------------------------------------------

@@ -22,28 +22,29 @@ from aiohttp import web
 from ..lite.aip193 import Code
 from ..lite.netloc import is_loopback
 from ..serving.site import ServingSite
-from . import api, groups, identities, providers, repos, role_bindings
-from .access import ROLE_BY_NAME
-from .advisories import create_advisory
+from . import api
 from .errors import STS_DOMAIN, ApiError, invalid_argument, invalid_arguments, permission_denied, routing
 from .grpcapi.listener import dual
+from .iam import groups, identities, identity_providers, repos, role_bindings
+from .iam.access import ROLE_BY_NAME
+from .iam.advisories import create_advisory
+from .iam.kinds import Advisory, Group, Identity, Repo, RoleBinding
+from .iam.resources import Resources
+from .iam.store import Store
 from .inputs import MAX_BODY, MAX_QUERY_VALUE, Fields, check_query, json_body
-from .issuer import DISCOVERY_PATH, JWKS_PATH, Issuer, SigningKey
 from .malformed import http1_factory
-from .model import Advisory, Group, Identity, Repo, RoleBinding
-from .oidc import OidcVerifier, normalize
 from .pagetoken import PageTokens
-from .platforms import PLATFORMS, PLAYED_ISSUERS, PlatformEndpoints
-from .platforms import mint as mint_as
+from .platforms.registry import PLATFORMS, PLAYED_ISSUERS, PlatformEndpoints
+from .platforms.registry import mint as mint_as
 from .registry import Registry
 from .registry import add_routes as add_registry_routes
-from .resources import Resources
-from .store import Store
-from .sts import STS_PATH, TokenService
+from .sts.exchange import STS_PATH, TokenService
+from .sts.issuer import DISCOVERY_PATH, JWKS_PATH, Issuer, SigningKey
+from .sts.oidc import OidcVerifier, normalize
 
 if TYPE_CHECKING:
     from .grpcapi.h2server import Http2Service
-    from .workloadapi import WorkloadApi
+    from .platforms.spiffe import WorkloadApi
 
 log = logging.getLogger("tokenrelay.emulator")
 
@@ -93,7 +94,7 @@ class Emulator:
             self.verifier,
             lambda: self._base_url,
             audiences=lambda: self._audiences,
-            trusted_for=lambda identity_uid: providers.trusted_issuers(self.store, identity_uid),
+            trusted_for=lambda identity_uid: identity_providers.trusted_issuers(self.store, identity_uid),
             lifetime=token_lifetime,
             wall=wall,
         )
@@ -357,7 +358,7 @@ class EmulatorServer:
             await ServingSite(self._runner, sock, http1_factory).start()
         if self._spiffe_socket is not None:
             # grpcio (the spiffe extra): loaded only when a Workload API socket is asked for
-            from .workloadapi import WorkloadApi
+            from .platforms.spiffe import WorkloadApi
 
             self.emulator.workload_api = WorkloadApi(self._spiffe_socket, self.emulator.platforms.mint_spiffe)
             await self.emulator.workload_api.start()

@@ -19,12 +19,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ..lite.netloc import parse_hostport
+from .address import DEFAULT_LISTEN, URL_ENV
 
 if TYPE_CHECKING:
-    from .oidc import TrustedIssuer
+    from .sts.oidc import TrustedIssuer
 
-DEFAULT_LISTEN = "127.0.0.1:8787"
-# The platforms' own commands, played against a running emulator (standins.py): put a script that
+# The platforms' own commands, played against a running emulator (platforms/commands.py): put a script that
 # runs `tokenrelay emulate buildkite-agent "$@"` on PATH as `buildkite-agent`.
 STAND_INS = {
     "buildkite-agent": "a `buildkite-agent oidc request-token` that asks the emulator's Buildkite agent API",
@@ -42,7 +42,6 @@ PLATFORM_NAMES = (
     "aws",
     "spiffe",
 )
-URL_ENV = "TOKENRELAY_EMULATOR_URL"
 
 
 def _hostport(text: str) -> tuple[str, int]:
@@ -53,7 +52,7 @@ def _hostport(text: str) -> tuple[str, int]:
 
 
 def _trusted_issuer(text: str) -> TrustedIssuer:
-    from .oidc import TrustedIssuer  # the emulator's imports, only when the flag is given
+    from .sts.oidc import TrustedIssuer  # the emulator's imports, only when the flag is given
 
     try:
         return TrustedIssuer.parse(text)
@@ -137,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
     if args.action == "mint":
         return _mint(args)
     if args.action in STAND_INS:
-        from .standins import STAND_INS as commands
+        from .platforms.commands import STAND_INS as commands
 
         return commands[args.action](args.words)
     from ..serving.startup import run_service
@@ -148,10 +147,10 @@ def run(args: argparse.Namespace) -> int:
 async def serve(args: argparse.Namespace, stop: asyncio.Event | None = None) -> int:
     import signal
 
-    from . import awssts
     from .app import Emulator, EmulatorServer
+    from .iam.store import Store
+    from .platforms import aws
     from .seed import seed
-    from .store import Store
 
     stop = stop or asyncio.Event()
     store = Store(args.state)
@@ -174,8 +173,8 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event | None = None) -> 
         _say(f"api: {url}/iam/v2beta1/  {url}/registry/v2beta1/  {url}/vulnerabilities/v2beta1/")
         _say(f"registry: {url.removeprefix('http://')}  (the OCI distribution API on {url}/v2/)")
         _say(
-            f"aws: AWS_ENDPOINT_URL_STS={url}{awssts.STS_PATH} AWS_REGION=us-east-1 "
-            f"AWS_ACCESS_KEY_ID={awssts.TEST_ACCESS_KEY} AWS_SECRET_ACCESS_KEY={awssts.TEST_SECRET_KEY}"
+            f"aws: AWS_ENDPOINT_URL_STS={url}{aws.STS_PATH} AWS_REGION=us-east-1 "
+            f"AWS_ACCESS_KEY_ID={aws.TEST_ACCESS_KEY} AWS_SECRET_ACCESS_KEY={aws.TEST_SECRET_KEY}"
         )
         if emulator.workload_api is not None:
             _say(f"spiffe: SPIFFE_ENDPOINT_SOCKET={emulator.workload_api.endpoint}")
@@ -248,7 +247,7 @@ def _mint(args: argparse.Namespace) -> int:
 
 
 async def _keep_file(directory: str, fetch: Callable[[], str]) -> int:
-    from .tokenfile import RotatingTokenFile
+    from .platforms.local import RotatingTokenFile
 
     async def mint() -> str:
         return await asyncio.to_thread(fetch)

@@ -24,8 +24,9 @@ from ..config import Settings, add_logging_options
 from ..lite.netloc import is_loopback, parse_hostport
 from ..serving.listening import bind_error
 from ..serving.socketdir import private_directory
-from . import commandpaths, groups
+from . import commandpaths
 from .commandpaths import installed, scripts_dir, sh
+from .iam import groups
 
 if TYPE_CHECKING:
     from . import Emulator

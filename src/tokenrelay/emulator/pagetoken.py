@@ -21,7 +21,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from .errors import invalid_argument
-from .store import Store
+from .iam.store import Store
 
 MAX_TOKEN = 4096
 _NONCE = 12

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import groups
 from .app import Emulator
-from .model import Group, Identity
+from .iam import groups
+from .iam.kinds import Group, Identity
 from .registry import tiny_image
 
 ORG_NAME = "acme"

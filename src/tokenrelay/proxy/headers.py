@@ -11,6 +11,11 @@ HTTP/2 names the same fields connection-specific (RFC 9113 §8.2.2) and h2 refus
 client, except ``TE: trailers`` (gRPC's), which crosses; ``H2_REQUEST_DROP`` (which
 ``http2.downstream`` applies to a request's fields) and ``h2_answer`` apply the same sets to HTTP/2
 field lists. There the proxy does not answer ``100 Continue`` itself: ``Expect`` crosses.
+
+A request's trailers (HTTP/2) cross under the same rules, and lose as well what RFC 9110 §6.5.1 keeps
+out of trailers: fields that frame, route, authenticate or control the request. The proxy and the
+upstream acted on the head already; arriving late, they could only say something the head did not
+(a second ``Authorization`` or ``Host``, a ``Cookie``, an ``X-Forwarded-Host``).
 """
 
 from __future__ import annotations
@@ -21,6 +26,28 @@ HOP_BY_HOP = frozenset({b"connection", b"keep-alive", b"te", b"trailer", b"trans
 _REPLACED = frozenset({b"host", b"authorization"})  # the upstream's Host, the current token
 _REQUEST_DROP = HOP_BY_HOP | _REPLACED | {b"expect"}
 H2_REQUEST_DROP = HOP_BY_HOP | _REPLACED
+# RFC 9110 §6.5.1 (and the de facto forwarding fields): never in a request's trailers
+H2_TRAILER_DROP = H2_REQUEST_DROP | {
+    b"cookie",
+    b"content-length",
+    b"content-type",
+    b"content-encoding",
+    b"content-range",
+    b"expect",
+    b"max-forwards",
+    b"cache-control",
+    b"range",
+    b"if-match",
+    b"if-none-match",
+    b"if-modified-since",
+    b"if-unmodified-since",
+    b"if-range",
+    b"forwarded",
+    b"x-forwarded-for",
+    b"x-forwarded-host",
+    b"x-forwarded-proto",
+    b"via",
+}
 # Connection options that name no header: nothing more to drop for them.
 # Content-Length frames the body: a client must not make the proxy drop it (request smuggling).
 _PLAIN_OPTIONS = frozenset({b"keep-alive", b"close", b"upgrade", b"content-length"})
@@ -87,3 +114,12 @@ def response(headers: list[tuple[bytes, bytes]]) -> Head:
 def h2_answer(fields: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
     """An HTTP/2 answer's fields (lower-case names) as the client may see them."""
     return [(name, value) for name, value in fields if name not in HOP_BY_HOP and name[:6] != b"proxy-"]
+
+
+def h2_trailers(fields: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    """An HTTP/2 request's trailers (lower-case names) as the upstream may see them."""
+    return [
+        (name, value)
+        for name, value in fields
+        if name not in H2_TRAILER_DROP and name[:6] != b"proxy-" and name[:1] != b":"
+    ]

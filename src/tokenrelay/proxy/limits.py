@@ -22,17 +22,19 @@ class Limits:
     # header list size, decoded, and the header block still arriving, coded (GOAWAY beyond)
     header_bytes: int = 32 * 1024
     header_count: int = 100  # request header fields (431 beyond); the answer's too (502 beyond)
-    header_timeout: float = 10.0  # HTTP/1.1: from a request's first byte to the end of its head (408 after)
+    # HTTP/1.1: from a request's first byte to the end of its head (408 after); HTTP/2: from a HEADERS
+    # without END_HEADERS to the end of its block (GOAWAY ENHANCE_YOUR_CALM after)
+    header_timeout: float = 10.0
     idle_timeout: float = 75.0  # a client connection with no request (no stream) is closed after this
     max_connections: int = DEFAULT_PROXY_MAX_CONNECTIONS  # client connections held at once (503 beyond)
     # from a request sent in full to the answer's head (504 after), and the longest an upstream may go
     # silent mid-answer, or leave the request unread (a cut after); HTTP/2: also the longest a stream's
     # answer bytes may wait for a client that reads none of them (RST_STREAM CANCEL after)
     upstream_timeout: float = DEFAULT_PROXY_TIMEOUT
-    body_timeout: float = (
-        20.0  # HTTP/1.1: a request body's allowance before body_min_rate applies (408 after)
-    )
-    body_min_rate: int = 500  # HTTP/1.1: bytes/s a request body must average beyond body_timeout
+    # a request body's allowance before body_min_rate applies (408 after; HTTP/2: then RST_STREAM, and
+    # only until the answer's head: past it, a slow request is a bidirectional call's own pace)
+    body_timeout: float = 20.0
+    body_min_rate: int = 500  # bytes/s a request body must average beyond body_timeout
     pending_bytes: int = (
         256 * 1024
     )  # HTTP/1.1: body held while no upstream connection is bound (reading stops)
@@ -43,11 +45,12 @@ class Limits:
     h2_max_streams: int = 100
     h2_stream_window: int = 256 * 1024
     h2_connection_window: int = 1024 * 1024
-    # per second: control frames (SETTINGS, PING, their ACKs, PRIORITY, empty DATA, unknown types and
-    # WINDOW_UPDATEs beyond two for each DATA frame sent), and streams reset by the client (rapid
-    # reset, CVE-2023-44487); beyond either, GOAWAY ENHANCE_YOUR_CALM
+    # per second: control frames (SETTINGS by entry, PING, their ACKs, PRIORITY, GOAWAY, empty DATA,
+    # unknown types, frames dropped unread on streams reset or closed, and WINDOW_UPDATEs beyond two
+    # for each DATA frame sent), and streams reset by the client (rapid reset, CVE-2023-44487); beyond
+    # either, GOAWAY ENHANCE_YOUR_CALM
     h2_control_frames: int = 1000
-    h2_resets: int = 200
+    h2_resets: int = 200  # per client address (or uid), across its connections: resets.py
     # a DATA frame this large (or the last one queued) may earn two WINDOW_UPDATEs from the client;
     # window granted a byte at a time, again and again, earns none
     h2_update_worthy_bytes: int = 1024

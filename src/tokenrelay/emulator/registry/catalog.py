@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from ..model import Record, timestamp
+from ..model import TIMES, Record, Shape
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS registry_links (repo TEXT NOT NULL, digest TEXT NOT NULL,
@@ -38,10 +38,18 @@ class Manifest:
 
 @dataclass(slots=True)
 class Tag(Record):
-    """An API kind kept here, not in the store (nor in ``model.RECORDS``); uid: <repo uid>/<name>."""
+    """An API kind kept here, not in the store (nor in ``iam.kinds.RECORDS``); uid: <repo uid>/<name>."""
 
     KIND: ClassVar[str] = "tag"
     PLURAL: ClassVar[str] = "tags"
+    V2: ClassVar[Shape] = {
+        "uid": "uid",
+        "name": "name",
+        "digest": "digest",
+        "mediaType": "media_type",
+        "size": "size_text",
+        **TIMES,
+    }
     name: str
     digest: str
     media_type: str
@@ -53,16 +61,9 @@ class Tag(Record):
     def repo(self) -> str:
         return self.uid[: -len(self.name) - 1]
 
-    def v2(self) -> dict[str, Any]:
-        return {
-            "uid": self.uid,
-            "name": self.name,
-            "digest": self.digest,
-            "mediaType": self.media_type,
-            "size": str(self.size),  # int64 as a string, as the document writes totalCount
-            "createTime": timestamp(self.create_ms),
-            "updateTime": timestamp(self.update_ms),
-        }
+    @property
+    def size_text(self) -> str:
+        return str(self.size)  # int64 as a string, as the document writes totalCount
 
 
 class Catalog:

@@ -19,7 +19,7 @@ from typing import Any
 import jwt
 from cachetools import TTLCache
 
-from ..issuer import SigningKey
+from ..sts.issuer import SigningKey
 
 TOKEN_PATH = "/v2/token"
 LIFETIME = 300.0

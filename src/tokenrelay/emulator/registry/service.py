@@ -15,11 +15,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import access, repos
-from ..issuer import SigningKey
-from ..model import Group, Repo, is_within, parent_of
-from ..resources import Resources
-from ..store import Store
+from ..iam import access, repos
+from ..iam.kinds import Group, Repo
+from ..iam.resources import Resources
+from ..iam.store import Store
+from ..model import is_within, parent_of
+from ..sts.issuer import SigningKey
 from .blobs import Blobs, Limits, Upload
 from .catalog import Catalog, Tag
 from .errors import RegistryError

@@ -6,8 +6,11 @@ and ``:scheme`` are the upstream's, whatever the client sent; methods.py decides
 are refused (as on HTTP/1.1), target.py which ``:path`` is.
 
 The limits of a server facing the internet, all in ``Limits`` (h2_* and header_*): streams at once,
-the header list's size (HPACK bombs end at the decoder); per second, control frames and streams
-reset by the client (rapid reset, CVE-2023-44487): beyond either, GOAWAY ENHANCE_YOUR_CALM.
+the header list's size (HPACK bombs end at the decoder), a header block's time to finish
+(``header_timeout``); per second, control frames, and streams reset by the client (rapid reset,
+CVE-2023-44487), counted per client peer across its connections as they arrive (resets.py): beyond
+either, GOAWAY ENHANCE_YOUR_CALM. A stream goes upstream only once the read that opened it is taken
+whole: one the client reset in the same read never reaches the upstream.
 While the client does not read its answers, the proxy stops reading from it, so the replies to its
 control frames cannot pile up either.
 """
@@ -29,6 +32,7 @@ from . import frames as f
 from .answers import Headers
 from .headercoding import REQUEST_FLAGS, TRAILER_FLAGS, BlockMemo, ValidationMemo
 from .relay import H2Relay
+from .resets import peer_of
 from .session import Session, SessionError, StreamGone
 from .stream import Stream
 
@@ -47,6 +51,9 @@ def take_over(context: ProxyContext, transport: asyncio.Transport, data: bytes) 
     transport.set_protocol(conn)
     conn.connection_made(transport)
     context.connections.add(conn)
+    if relay.resets.exhausted(conn.peer):
+        conn.refuse_peer()
+        return
     conn.data_received(data)
 
 
@@ -72,6 +79,7 @@ class H2Client(asyncio.Protocol):
             decoder=BlockMemo(),
             max_block=limits.header_bytes,
             connection_window=limits.h2_connection_window,
+            clock=self.clock,
         )
         self.transport: asyncio.Transport | None = None
         self.streams: dict[int, Stream] = {}
@@ -83,13 +91,15 @@ class H2Client(asyncio.Protocol):
         self.data_frames = 0  # DATA frames sent since the last sweep that a WINDOW_UPDATE may answer
         self.windowless: dict[int, Stream] = {}  # streams waiting for the client's window
         self.buffered = 0  # answer bytes queued in its streams, bounded by limits.h2_buffer_bytes
-        self.resets = 0  # streams the client reset since the last sweep
+        self.peer = ""  # the client, as the reset budget knows it (resets.peer_of)
+        self.unbound: list[Stream] = []  # streams opened in this read: sent upstream once it is taken
         self.dirty = False
 
     # -- asyncio.Protocol ------------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's transports do not subclass it
+        self.peer = peer_of(transport)
         self.mark()
 
     def data_received(self, data: bytes) -> None:
@@ -99,6 +109,7 @@ class H2Client(asyncio.Protocol):
         try:
             session.feed(data)
         except SessionError as exc:
+            self.unbound.clear()  # cancelled with the connection
             if exc.code == f.ENHANCE_YOUR_CALM:
                 self._calm(str(exc))
             else:
@@ -107,9 +118,11 @@ class H2Client(asyncio.Protocol):
                 self._close()
             self.relay.flusher.run()
             return
-        flood = self._flooding()
-        if flood or self.resets > self.limits.h2_resets:
-            self._calm("control frame flood" if flood else "rapid reset")
+        if self._flooding():
+            self.unbound.clear()
+            self._calm("control frame flood")
+        elif self.unbound:
+            self._send_unbound()
         self.mark()
         self.relay.flusher.run()
 
@@ -120,6 +133,11 @@ class H2Client(asyncio.Protocol):
         self.closed = True
         self.session.closed = True
         self.context.closed(self)
+        # streams left open upstream by a client that goes away are resets too: reconnecting in a loop
+        # with streams open is the same flood
+        abandoned = sum(stream.up is not None for stream in self.streams.values())
+        if abandoned:
+            self.relay.resets.spend(self.peer, abandoned)
         for stream in list(self.streams.values()):
             stream.cancel()
         self.relay.flusher.run()
@@ -164,8 +182,15 @@ class H2Client(asyncio.Protocol):
     def on_reset(self, sid: int, code: int) -> None:
         stream = self.streams.get(sid)
         if stream is not None:
-            self.resets += 1
             stream.cancel()
+            # judged as each reset arrives, not after the read: the frames after it are not read
+            if not self.relay.resets.spend(self.peer):
+                raise SessionError(f.ENHANCE_YOUR_CALM, "rapid reset")
+
+    def on_malformed(self, sid: int, why: str) -> None:
+        # a connection error: a stream error would let a client make the proxy reset streams upstream
+        # at will, outside the reset budget ("MadeYouReset", CVE-2025-8671)
+        raise SessionError(f.PROTOCOL_ERROR, why)
 
     def on_window(self, sid: int) -> None:
         if sid:
@@ -250,8 +275,12 @@ class H2Client(asyncio.Protocol):
     # -- what the server calls ----------------------------------------------------------------------------
 
     def sweep(self, now: float) -> None:
-        self.session.controls = self.resets = self.data_frames = 0
+        self.session.controls = self.data_frames = 0
         if self.closed:
+            return
+        since = self.session.block_since
+        if since is not None and now - since > self.limits.header_timeout:
+            self._calm("header block unfinished")  # as HTTP/1.1 bounds a request head's time
             return
         timeout = self.limits.upstream_timeout
         for stream in list(self.streams.values()):
@@ -326,12 +355,22 @@ class H2Client(asyncio.Protocol):
             (b":path", target),
             *kept,
         ]
-        held = self.context.bearer.current()
-        up = relay.pool.take() if held is not None else None
-        if held is not None and up is not None:
-            stream.bind(up, held)
-        else:
-            stream.task = asyncio.ensure_future(self.dispatch(stream, reject=False))
+        self.unbound.append(stream)
+
+    def _send_unbound(self) -> None:
+        """The streams the read opened and left open go upstream, now that it is taken whole."""
+        unbound, self.unbound = self.unbound, []
+        bearer = self.context.bearer
+        take = self.relay.pool.take
+        for stream in unbound:
+            if stream.done:
+                continue
+            held = bearer.current()
+            up = take() if held is not None else None
+            if held is not None and up is not None:
+                stream.bind(up, held)
+            else:
+                stream.task = asyncio.ensure_future(self.dispatch(stream, reject=False))
 
     # -- writing and closing -------------------------------------------------------------------------------
 
@@ -350,6 +389,10 @@ class H2Client(asyncio.Protocol):
         """More control frames since the last sweep than allowed; a client may send up to two
         WINDOW_UPDATEs (stream and connection) for each DATA frame it got, on top."""
         return self.session.controls > self.limits.h2_control_frames + 2 * self.data_frames
+
+    def refuse_peer(self) -> None:
+        """A new connection of a client whose reset budget is spent: GOAWAY before any stream."""
+        self._calm("rapid reset, on this client's connections lately")
 
     def _calm(self, what: str) -> None:
         log.warning("HTTP/2 client refused", extra={"error": what})

@@ -17,11 +17,11 @@ import logging
 from typing import TypeVar
 
 from h2.utilities import HeaderValidationFlags, validate_headers
-from hpack.exceptions import HPACKDecodingError
+from hpack.exceptions import HPACKDecodingError, OversizedHeaderListError
 from hpack.hpack import DEFAULT_MAX_HEADER_LIST_SIZE, Decoder, Encoder, decode_integer
 from hpack.huffman_table import decode_huffman
 from hpack.struct import HeaderTuple, NeverIndexedHeaderTuple
-from hpack.table import HeaderTable
+from hpack.table import HeaderTable, table_entry_size
 
 # hpack logs every header it codes at debug level, and the coded blocks, where scrub cannot see a token
 # (Huffman-coded): never, whatever --log-level says.
@@ -186,7 +186,33 @@ class ValidationMemo:
             remember(self._valid, key, None)
 
 
-class UpstreamDecoder(BlockMemo):
+class DecodedOversized(OversizedHeaderListError):
+    """A header list beyond the limit, in a block decoded whole: the HPACK table is in step with the
+    peer's, so the connection may go on (the list is refused as a stream error)."""
+
+
+class _WholeBlocks(Decoder):
+    """hpack's Decoder, decoding a block over the header list limit to its end before refusing it.
+
+    hpack stops at the limit, mid-block, leaving its table short of the entries the rest of the block
+    adds: only the connection can end then. A block is decoded under a limit of its own coded size
+    times 64 (an entry costs at least one coded byte, and a decoded field tuple about 64 bytes beyond
+    its strings, which a literal's coded bytes bound and an indexed field shares with the table), so
+    the work stays bounded by the block, whose size Session bounds."""
+
+    def decode(self, data: bytes, raw: bool = False) -> list[HeaderTuple]:
+        limit = self.max_header_list_size
+        self.max_header_list_size = max(limit, 64 * len(data))
+        try:
+            headers = list(super().decode(data, raw))
+        finally:
+            self.max_header_list_size = limit
+        if sum(table_entry_size(name, value) for name, value in headers) > limit:
+            raise DecodedOversized(f"A header list larger than {limit}")
+        return headers
+
+
+class UpstreamDecoder(BlockMemo, _WholeBlocks):
     """hpack's Decoder, remembering what the upstream's Huffman-coded strings decode to.
 
     A server that does not index its answer headers in HPACK's dynamic table (nginx never does) sends

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .flush import Flusher
+from .resets import ResetBudget
 from .upstream import H2Pool
 
 if TYPE_CHECKING:
@@ -24,9 +25,12 @@ class H2Relay:
         self.scheme = b"https" if upstream.ssl is not None else b"http"
         self.authority = upstream.host_header[len(b"Host: ") : -2]
         self.target = upstream
+        limits = context.limits
+        self.resets = ResetBudget(limits.h2_resets, limits.h2_resets, context.clock)
 
     def close(self) -> None:
         self.pool.close()
 
     def sweep(self, now: float) -> None:
         self.pool.sweep(now)
+        self.resets.sweep()

@@ -8,32 +8,59 @@ itself, and reads the frames it receives once. ``Session`` keeps what RFC 9113 a
 endpoint, in either role (``client``: towards the upstream; else towards a client):
 
 - frames: sizes (§4.2), stream 0 or not (§6), padding (§6.1, §6.2), header blocks in HEADERS and
-  CONTINUATION frames with nothing in between (§6.10), bounded by ``max_block``;
+  CONTINUATION frames with nothing in between (§6.10), bounded by ``max_block`` bytes and
+  ``BLOCK_FRAMES`` frames, and stamped (``block_since``) for the caller to time out;
 - streams: ids (§5.1.1), states (§5.1: idle, open, half-closed, closed; frames on a stream closed by
-  RST_STREAM ignored), the peer held to ``max_streams`` (§5.1.2), content-length against DATA (§8.1.1);
+  RST_STREAM ignored) judged by one table (states.py), the peer held to ``max_streams`` (§5.1.2:
+  REFUSED_STREAM before it acknowledged them), content-length against DATA; a malformed message
+  (§8.1.1) is a stream error, reset and told to the peer (``on_malformed``), which may make it the
+  connection's;
 - flow control (§6.9): windows each way, the peer's kept to ours (FLOW_CONTROL_ERROR), ours reopened
   once the relay has passed the bytes on (``ack``), in WINDOW_UPDATEs of half a window or more;
 - SETTINGS (§6.5), PING (§6.7), GOAWAY (§6.8, both ways; streams below its last id finish);
 - HPACK (RFC 7541) through hpack's coder, with the memos of headercoding.py.
 
+Each frame type has its reader (``READERS``), DATA's inline in ``feed``: the hot path.
 A connection error raises ``SessionError`` out of ``feed`` (the caller sends GOAWAY with its code via
 ``close``); what the peer sends is told to the ``Peer`` as it is read. The frames to send pile up
 in ``out`` until the caller ``take``s them, once per batch of events. ``controls`` counts the frames
-that carry no request (the caller bounds them per second, CVE-2019-9512 and -9515).
+that carry no request (the caller bounds them per second, CVE-2019-9512 and -9515): SETTINGS by
+entry, PING, PRIORITY, WINDOW_UPDATE, GOAWAY, CONTINUATION, unknown types, empty DATA, and any frame
+the state table ignores (DATA, HEADERS or RST_STREAM on a stream reset lately, RST_STREAM on one closed).
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import Protocol
 
 from hpack.exceptions import HPACKError, OversizedHeaderListError
 
 from . import frames as f
-from .headercoding import BlockMemo, HeaderMemo
+from .headercoding import BlockMemo, DecodedOversized, HeaderMemo
+from .states import (
+    CANCELLED,
+    CLOSED,
+    CONNECTION_ERROR,
+    ENDED,
+    IDLE,
+    KIND_NAMES,
+    OPEN,
+    READ,
+    RESET,
+    STREAM_ERROR,
+    TRANSITIONS,
+    UNOPENED,
+    StreamState,
+)
 
 Headers = list[tuple[bytes, bytes]]
 
 RESETS_REMEMBERED = 1024  # streams reset lately, whose frames still in flight are ignored
+# the frames of one header block, HEADERS and CONTINUATIONs: h2's bound too. A block of empty
+# CONTINUATIONs is bounded by no byte count (20.9 million of them took 158 MiB and a core)
+BLOCK_FRAMES = 64
 
 
 class SessionError(Exception):
@@ -66,32 +93,9 @@ class Peer(Protocol):
 
     def on_goaway(self, last_sid: int, code: int) -> None: ...
 
-
-class StreamState:
-    """What the session keeps of an open (or half-closed) stream."""
-
-    __slots__ = (
-        "bodiless",
-        "expected",
-        "head",
-        "local_closed",
-        "received",
-        "recv_window",
-        "remote_closed",
-        "send_window",
-        "unacked",
-    )
-
-    def __init__(self, send_window: int, recv_window: int) -> None:
-        self.send_window = send_window  # what we may still send on it
-        self.recv_window = recv_window  # what the peer may still send on it
-        self.unacked = 0  # bytes passed on, not yet given back to the peer
-        self.local_closed = False
-        self.remote_closed = False
-        self.head = False  # the peer's first header block came (later blocks are trailers)
-        self.expected: int | None = None  # the peer's content-length
-        self.bodiless = False  # an answer to HEAD: its content-length is the resource's, not the body's
-        self.received = 0  # DATA bytes the peer sent
+    def on_malformed(self, sid: int, why: str) -> None:
+        """The peer's message on ``sid`` is malformed (§8.1.1): the session resets the stream once this
+        returns; raise SessionError to make it a connection error instead."""
 
 
 class Session:
@@ -106,6 +110,7 @@ class Session:
         decoder: BlockMemo,
         max_block: int,
         connection_window: int = f.DEFAULT_WINDOW,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.peer = peer
         self.client = client
@@ -119,7 +124,8 @@ class Session:
         self._buffer = b""
         self._preface = not client  # a client's preface still to check
         self._settled = False  # the peer's first frame, a SETTINGS, came
-        self._resets: dict[int, None] = {}  # streams we reset lately, oldest first
+        self._guarded = True  # the next frame's type is bound: not settled yet, or in a header block
+        self._resets: dict[int, bool] = {}  # streams reset lately, oldest first: by the peer?
         # windows the peer opened in this read: told once the whole read is taken (the connection's
         # too), so that the relay sends what all of them allow, not a sliver after each frame
         self._opened: dict[int, None] = {}
@@ -128,6 +134,8 @@ class Session:
         self._block_end = False
         self._block: list[bytes] = []
         self._block_size = 0
+        self._clock = clock
+        self.block_since: float | None = None  # when the header block in progress began
         # §5.1.1: the highest stream id the peer opened (server), the next one we open (client)
         self.highest_in = 0
         self._next_out = 1
@@ -136,6 +144,7 @@ class Session:
         self.max_streams = settings.get(f.MAX_CONCURRENT_STREAMS, 2**31 - 1)
         self.local_window = settings.get(f.INITIAL_WINDOW_SIZE, f.DEFAULT_WINDOW)
         self._stream_window = f.DEFAULT_WINDOW  # a new stream's, until our SETTINGS are acknowledged
+        self._acked = False  # the peer acknowledged our SETTINGS: max_streams binds it
         if f.MAX_HEADER_LIST_SIZE in settings:
             decoder.max_header_list_size = settings[f.MAX_HEADER_LIST_SIZE]
         # the peer's
@@ -241,7 +250,16 @@ class Session:
             if stream.unacked >= self._stream_window >> 1:
                 self.out += f.window_update(sid, stream.unacked)
                 stream.recv_window += stream.unacked
+                stream.granted += stream.unacked
                 stream.unacked = 0
+
+    def received(self, sid: int) -> int | None:
+        """The bytes of DATA (padding included) the peer sent on ``sid`` so far; None once it ended
+        its side. Worked out from the windows, so that the DATA path counts nothing more."""
+        stream = self.streams.get(sid)
+        if stream is None or stream.remote_closed:
+            return None
+        return stream.granted - stream.recv_window
 
     def goaway(self, code: int, debug: bytes = b"") -> None:
         """GOAWAY naming the last stream the peer opened: the streams up to it still finish."""
@@ -252,6 +270,7 @@ class Session:
         if not self.closed:
             self.goaway(code, debug)
             self.closed = True
+        self._block = []  # a header block in progress is never read now
 
     def forget_above(self, last_sid: int) -> list[int]:
         """The peer's GOAWAY left these streams of ours unprocessed: they are closed."""
@@ -267,20 +286,9 @@ class Session:
         """Read what the peer sent; raises SessionError for a connection error."""
         if self.closed:
             return
-        if self._buffer:
-            data = self._buffer + data
-            self._buffer = b""
-        pos = 0
-        if self._preface:
-            if len(data) < len(f.PREFACE):
-                if not f.PREFACE.startswith(data):
-                    raise SessionError(f.PROTOCOL_ERROR, "invalid HTTP/2 preface")
-                self._buffer = data
-                return
-            if not data.startswith(f.PREFACE):
-                raise SessionError(f.PROTOCOL_ERROR, "invalid HTTP/2 preface")
-            self._preface = False
-            pos = len(f.PREFACE)
+        data, pos = self._begin(data)
+        if pos < 0:
+            return
         size = len(data)
         unpack = f.HEADER.unpack_from
         streams = self.streams
@@ -297,152 +305,216 @@ class Session:
                 break
             payload = data[pos + 9 : end]
             pos = end
-            if not self._settled:
-                if kind != f.SETTINGS or flags & f.ACK:
-                    raise SessionError(f.PROTOCOL_ERROR, "the first frame is not SETTINGS")
-                self._settled = True
-            if self._block_sid and kind != f.CONTINUATION:
-                raise SessionError(f.PROTOCOL_ERROR, "a frame inside a header block")
-            if kind == f.DATA:  # the hot path, inline
-                if not sid:
-                    raise SessionError(f.PROTOCOL_ERROR, "DATA on stream 0")
-                flow = length
-                if flags & f.PADDED:
-                    payload = self._unpad(payload)
-                self.recv_window -= flow
-                if self.recv_window < 0:
-                    raise SessionError(f.FLOW_CONTROL_ERROR, "DATA beyond the connection's window")
-                stream = streams.get(sid)
-                if stream is None or stream.remote_closed:
-                    self._stray(sid, stream, "DATA")
+            if self._guarded:
+                self._check_order(kind, flags)
+            if kind != f.DATA:
+                READERS.get(kind, Session._unknown)(self, sid, flags, payload)
+                continue
+            # DATA, the hot path: inline, and the table asked only off it
+            if not sid:
+                raise SessionError(f.PROTOCOL_ERROR, "DATA on stream 0")
+            flow = length
+            if flags & f.PADDED:
+                payload = self._unpad(payload)
+            self.recv_window -= flow
+            if self.recv_window < 0:
+                raise SessionError(f.FLOW_CONTROL_ERROR, "DATA beyond the connection's window")
+            stream = streams.get(sid)
+            if stream is None or stream.remote_closed:
+                self._stray_data(sid, flow)
+                continue
+            stream.recv_window -= flow
+            if stream.recv_window < 0:
+                raise SessionError(f.FLOW_CONTROL_ERROR, "DATA beyond the stream's window")
+            ended = bool(flags & f.END_STREAM)
+            if stream.expected is not None:
+                stream.received += len(payload)
+                if self._bad_length(stream, ended):
+                    self._malformed(sid, "a body longer or shorter than its content-length")
                     self.ack(0, flow)  # the window it took is the connection's
                     continue
-                stream.recv_window -= flow
-                if stream.recv_window < 0:
-                    raise SessionError(f.FLOW_CONTROL_ERROR, "DATA beyond the stream's window")
-                ended = bool(flags & f.END_STREAM)
-                if stream.expected is not None:
-                    stream.received += len(payload)
-                    self._check_length(stream, ended)
-                if ended:
-                    self._end_remote(sid, stream)
-                elif not payload:
-                    self.controls += 1
-                peer.on_data(sid, payload, flow, ended)
-            elif kind == f.HEADERS:
-                if not sid:
-                    raise SessionError(f.PROTOCOL_ERROR, "HEADERS on stream 0")
-                if flags & (f.PADDED | f.PRIORITY_FLAG):
-                    if flags & f.PADDED:
-                        payload = self._unpad(payload)
-                    if flags & f.PRIORITY_FLAG:
-                        if len(payload) < 5:
-                            raise SessionError(f.FRAME_SIZE_ERROR, "HEADERS too short for its priority")
-                        if f.u32(payload) & 0x7FFFFFFF == sid:
-                            raise SessionError(f.PROTOCOL_ERROR, "a stream depending on itself")
-                        payload = payload[5:]
-                if flags & f.END_HEADERS:
-                    self._headers(sid, payload, bool(flags & f.END_STREAM))
-                else:
-                    self._block_sid = sid
-                    self._block_end = bool(flags & f.END_STREAM)
-                    self._block = [payload]
-                    self._block_size = len(payload)
-                    self._bound_block()
-            elif kind == f.CONTINUATION:
-                if not self._block_sid or sid != self._block_sid:
-                    raise SessionError(f.PROTOCOL_ERROR, "CONTINUATION outside a header block")
-                self._block.append(payload)
-                self._block_size += len(payload)
-                self._bound_block()
-                if flags & f.END_HEADERS:
-                    block = b"".join(self._block)
-                    self._block = []
-                    self._block_sid = 0
-                    self._headers(sid, block, self._block_end)
-            elif kind == f.WINDOW_UPDATE:
-                self._window_update(sid, payload)
-            elif kind == f.RST_STREAM:
-                self._rst_stream(sid, payload)
-            elif kind == f.SETTINGS:
-                self._settings(sid, flags, payload)
-            elif kind == f.PING:
-                self.controls += 1
-                if sid:
-                    raise SessionError(f.PROTOCOL_ERROR, "PING on a stream")
-                if length != 8:
-                    raise SessionError(f.FRAME_SIZE_ERROR, "PING not of 8 bytes")
-                if not flags & f.ACK:
-                    self.out += f.frame(f.PING, f.ACK, 0, payload)
-            elif kind == f.GOAWAY:
-                if sid:
-                    raise SessionError(f.PROTOCOL_ERROR, "GOAWAY on a stream")
-                if length < 8:
-                    raise SessionError(f.FRAME_SIZE_ERROR, "GOAWAY shorter than 8 bytes")
-                peer.on_goaway(f.u32(payload) & 0x7FFFFFFF, f.u32(payload, 4))
-            elif kind == f.PRIORITY:
-                self.controls += 1
-                if not sid:
-                    raise SessionError(f.PROTOCOL_ERROR, "PRIORITY on stream 0")
-                if length != 5:
-                    raise SessionError(f.FRAME_SIZE_ERROR, "PRIORITY not of 5 bytes")
-                if f.u32(payload) & 0x7FFFFFFF == sid:
-                    raise SessionError(f.PROTOCOL_ERROR, "a stream depending on itself")
-            elif kind == f.PUSH_PROMISE:
-                raise SessionError(f.PROTOCOL_ERROR, "PUSH_PROMISE, with push disabled")
-            else:
-                self.controls += 1  # §5.5: unknown frame types are ignored
-        if pos < size:
-            self._buffer = data[pos:]
-        if self._opened and not self.closed:
-            opened, self._opened = self._opened, {}
-            for sid in opened:
-                if sid == 0 or sid in self.streams:
-                    peer.on_window(sid)
-
-    # -- frames ----------------------------------------------------------------------------------------
-
-    def _headers(self, sid: int, block: bytes, ended: bool) -> None:
-        try:
-            headers: Headers = self.decoder.decode(block, raw=True)  # type: ignore[assignment]
-        except OversizedHeaderListError as exc:
-            raise SessionError(f.ENHANCE_YOUR_CALM, "header list larger than the limit") from exc
-        except (HPACKError, IndexError, TypeError) as exc:
-            raise SessionError(f.COMPRESSION_ERROR, "header block that does not decode") from exc
-        stream = self.streams.get(sid)
-        if stream is None:
-            if self.client or sid & 1 == 0 or sid <= self.highest_in:
-                self._stray(sid, None, "HEADERS")
-                self.controls += 1
-                return
-            if len(self.streams) >= self.max_streams:
-                raise SessionError(f.PROTOCOL_ERROR, f"more than {self.max_streams} streams at once")
-            self.highest_in = sid
-            stream = self.streams[sid] = StreamState(self.remote_window, self._stream_window)
-        elif stream.remote_closed:
-            raise SessionError(f.STREAM_CLOSED, f"HEADERS on stream {sid}, after its end")
-        if not stream.head:
-            if self.client and _informational(headers):
-                if ended:
-                    raise SessionError(f.PROTOCOL_ERROR, "an informational answer ending its stream")
-                return
-            stream.head = True
-            if not stream.bodiless and (b":status", b"304") not in headers:
-                self._content_length(stream, headers)
-                if ended and stream.expected is not None:
-                    self._check_length(stream, ended)
             if ended:
                 self._end_remote(sid, stream)
-            self.peer.on_head(sid, headers, ended)
-        else:
-            if not ended:
-                raise SessionError(f.PROTOCOL_ERROR, "trailers without END_STREAM")
-            if stream.expected is not None:
-                self._check_length(stream, ended)
-            self._end_remote(sid, stream)
-            self.peer.on_trailers(sid, headers)
+            elif not payload:
+                self.controls += 1
+            peer.on_data(sid, payload, flow, ended)
+        if pos < size:
+            self._buffer = data[pos:]
+        if self._opened:
+            self._tell_opened()
 
-    def _window_update(self, sid: int, payload: bytes) -> None:
+    def _tell_opened(self) -> None:
+        """The windows the peer opened in this read, told once the whole read is taken."""
+        opened, self._opened = self._opened, {}
+        if self.closed:
+            return
+        for sid in opened:
+            if sid == 0 or sid in self.streams:
+                self.peer.on_window(sid)
+
+    def _begin(self, data: bytes) -> tuple[bytes, int]:
+        """The bytes to read, those kept from the last read first, and where the first frame begins
+        (-1: a client's preface is not whole yet, and kept)."""
+        if self._buffer:
+            data = self._buffer + data
+            self._buffer = b""
+        if not self._preface:
+            return data, 0
+        return data, self._read_preface(data) or -1
+
+    def _read_preface(self, data: bytes) -> int:
+        """Where the frames begin past a client's preface; 0: the preface is not whole yet (kept)."""
+        if len(data) < len(f.PREFACE):
+            if not f.PREFACE.startswith(data):
+                raise SessionError(f.PROTOCOL_ERROR, "invalid HTTP/2 preface")
+            self._buffer = data
+            return 0
+        if not data.startswith(f.PREFACE):
+            raise SessionError(f.PROTOCOL_ERROR, "invalid HTTP/2 preface")
+        self._preface = False
+        return len(f.PREFACE)
+
+    def _check_order(self, kind: int, flags: int) -> None:
+        """The frames that must come first (SETTINGS) or next (CONTINUATION, in a header block)."""
+        if not self._settled:
+            if kind != f.SETTINGS or flags & f.ACK:
+                raise SessionError(f.PROTOCOL_ERROR, "the first frame is not SETTINGS")
+            self._settled = True
+            self._guarded = False
+        elif self._block_sid and kind != f.CONTINUATION:
+            raise SessionError(f.PROTOCOL_ERROR, "a frame inside a header block")
+
+    def _stray_data(self, sid: int, flow: int) -> None:
+        """DATA on a stream not open for the peer to send on (the table never reads it)."""
+        self._judge(f.DATA, sid)
+        self.ack(0, flow)  # the window it took is the connection's
+
+    # -- the stream states' judge ----------------------------------------------------------------------
+
+    def _state(self, sid: int) -> int:
+        """The state of stream ``sid`` (not 0) as a frame from the peer finds it (states.py)."""
+        stream = self.streams.get(sid)
+        if stream is not None:
+            return ENDED if stream.remote_closed else OPEN
+        by_peer = self._resets.get(sid)
+        if by_peer is not None:
+            return CANCELLED if by_peer else RESET
+        if self._idle(sid):
+            return IDLE if not self.client and sid & 1 else UNOPENED
+        return CLOSED
+
+    def _judge(self, kind: int, sid: int) -> bool:
+        """Whether a frame of ``kind`` on stream ``sid`` is to be read (states.TRANSITIONS); an ignored
+        one counts as a control frame, a stream error resets the stream, a connection error raises."""
+        state = self._state(sid)
+        verdict, code = TRANSITIONS[kind, state]
+        if verdict == READ:
+            return True
+        if kind != f.WINDOW_UPDATE:  # counted already, as every WINDOW_UPDATE is
+            self.controls += 1  # a frame that carries nothing read: a million of them is a flood
+        if verdict == STREAM_ERROR:
+            if sid in self.streams:
+                self._reset_stream(sid, code)
+            else:  # closed already, and the relay told
+                self.out += f.rst_stream(sid, code)
+        elif verdict == CONNECTION_ERROR:
+            where = f"idle stream {sid}" if state <= UNOPENED else f"stream {sid}, after its end"
+            raise SessionError(code, f"{KIND_NAMES[kind]} on {where}")
+        return False
+
+    # -- frames, one reader each (READERS); DATA is read in feed ---------------------------------------
+
+    def _read_headers(self, sid: int, flags: int, payload: bytes) -> None:
+        if not sid:
+            raise SessionError(f.PROTOCOL_ERROR, "HEADERS on stream 0")
+        if flags & (f.PADDED | f.PRIORITY_FLAG):
+            if flags & f.PADDED:
+                payload = self._unpad(payload)
+            if flags & f.PRIORITY_FLAG:
+                if len(payload) < 5:
+                    raise SessionError(f.FRAME_SIZE_ERROR, "HEADERS too short for its priority")
+                if f.u32(payload) & 0x7FFFFFFF == sid:
+                    raise SessionError(f.PROTOCOL_ERROR, "a stream depending on itself")
+                payload = payload[5:]
+        if flags & f.END_HEADERS:
+            self._headers(sid, payload, bool(flags & f.END_STREAM))
+        else:
+            self._block_sid = sid
+            self._guarded = True
+            self._block_end = bool(flags & f.END_STREAM)
+            self._block = [payload]
+            self._block_size = len(payload)
+            self.block_since = self._clock()
+            self._bound_block()
+
+    def _read_continuation(self, sid: int, flags: int, payload: bytes) -> None:
+        if not self._block_sid or sid != self._block_sid:
+            raise SessionError(f.PROTOCOL_ERROR, "CONTINUATION outside a header block")
+        self.controls += 1  # empty ones carry nothing, and a block of them may be reopened again and again
+        self._block.append(payload)
+        self._block_size += len(payload)
+        self._bound_block()
+        if flags & f.END_HEADERS:
+            block = b"".join(self._block)
+            self._block = []
+            self.block_since = None
+            self._block_sid = 0
+            self._guarded = False
+            self._headers(sid, block, self._block_end)
+
+    def _read_priority(self, sid: int, flags: int, payload: bytes) -> None:
+        self.controls += 1
+        if not sid:
+            raise SessionError(f.PROTOCOL_ERROR, "PRIORITY on stream 0")
+        if len(payload) != 5:
+            raise SessionError(f.FRAME_SIZE_ERROR, "PRIORITY not of 5 bytes")
+        if f.u32(payload) & 0x7FFFFFFF == sid:
+            raise SessionError(f.PROTOCOL_ERROR, "a stream depending on itself")
+
+    def _read_rst_stream(self, sid: int, flags: int, payload: bytes) -> None:
+        if not sid:
+            raise SessionError(f.PROTOCOL_ERROR, "RST_STREAM on stream 0")
+        if len(payload) != 4:
+            raise SessionError(f.FRAME_SIZE_ERROR, "RST_STREAM not of 4 bytes")
+        if self._judge(f.RST_STREAM, sid):
+            del self.streams[sid]
+            self._remember_reset(sid, by_peer=True)
+            self.peer.on_reset(sid, f.u32(payload))
+
+    def _read_settings(self, sid: int, flags: int, payload: bytes) -> None:
+        self.controls += max(1, len(payload) // 6)  # by entry: one frame may carry 2,730 of them
+        if sid:
+            raise SessionError(f.PROTOCOL_ERROR, "SETTINGS on a stream")
+        if flags & f.ACK:
+            if payload:
+                raise SessionError(f.FRAME_SIZE_ERROR, "SETTINGS ACK with a payload")
+            self._settings_acked()
+            return
+        if len(payload) % 6:
+            raise SessionError(f.FRAME_SIZE_ERROR, "SETTINGS not a multiple of 6 bytes")
+        self._settings(payload)
+
+    def _read_push_promise(self, sid: int, flags: int, payload: bytes) -> None:
+        raise SessionError(f.PROTOCOL_ERROR, "PUSH_PROMISE, with push disabled")
+
+    def _read_ping(self, sid: int, flags: int, payload: bytes) -> None:
+        self.controls += 1
+        if sid:
+            raise SessionError(f.PROTOCOL_ERROR, "PING on a stream")
+        if len(payload) != 8:
+            raise SessionError(f.FRAME_SIZE_ERROR, "PING not of 8 bytes")
+        if not flags & f.ACK:
+            self.out += f.frame(f.PING, f.ACK, 0, payload)
+
+    def _read_goaway(self, sid: int, flags: int, payload: bytes) -> None:
+        self.controls += 1
+        if sid:
+            raise SessionError(f.PROTOCOL_ERROR, "GOAWAY on a stream")
+        if len(payload) < 8:
+            raise SessionError(f.FRAME_SIZE_ERROR, "GOAWAY shorter than 8 bytes")
+        self.peer.on_goaway(f.u32(payload) & 0x7FFFFFFF, f.u32(payload, 4))
+
+    def _read_window_update(self, sid: int, flags: int, payload: bytes) -> None:
         self.controls += 1
         if len(payload) != 4:
             raise SessionError(f.FRAME_SIZE_ERROR, "WINDOW_UPDATE not of 4 bytes")
@@ -455,11 +527,9 @@ class Session:
                 raise SessionError(f.FLOW_CONTROL_ERROR, "the connection's window beyond 2^31-1")
             self._open_all()
             return
-        stream = self.streams.get(sid)
-        if stream is None:
-            if self._idle(sid):
-                raise SessionError(f.PROTOCOL_ERROR, f"WINDOW_UPDATE on idle stream {sid}")
-            return  # §5.1: may arrive after the stream ended
+        if not self._judge(f.WINDOW_UPDATE, sid):
+            return
+        stream = self.streams[sid]
         if not increment:
             self._reset_stream(sid, f.PROTOCOL_ERROR)
             return
@@ -470,32 +540,82 @@ class Session:
         if 0 not in self._opened:
             self._opened[sid] = None
 
-    def _rst_stream(self, sid: int, payload: bytes) -> None:
-        if not sid:
-            raise SessionError(f.PROTOCOL_ERROR, "RST_STREAM on stream 0")
-        if len(payload) != 4:
-            raise SessionError(f.FRAME_SIZE_ERROR, "RST_STREAM not of 4 bytes")
-        if self.streams.pop(sid, None) is not None:
-            self._remember_reset(sid)
-            self.peer.on_reset(sid, f.u32(payload))
-        elif self._idle(sid):
-            raise SessionError(f.PROTOCOL_ERROR, f"RST_STREAM on idle stream {sid}")
+    def _unknown(self, sid: int, flags: int, payload: bytes) -> None:
+        self.controls += 1  # §5.5: unknown frame types are ignored
 
-    def _settings(self, sid: int, flags: int, payload: bytes) -> None:
-        self.controls += 1
-        if sid:
-            raise SessionError(f.PROTOCOL_ERROR, "SETTINGS on a stream")
-        if flags & f.ACK:
-            if payload:
-                raise SessionError(f.FRAME_SIZE_ERROR, "SETTINGS ACK with a payload")
-            delta = self.local_window - self._stream_window
-            if delta:  # our one SETTINGS is in force now: every stream's window moves by the difference
-                self._stream_window = self.local_window
-                for stream in self.streams.values():
-                    stream.recv_window += delta
+    # -- what the frames carry -------------------------------------------------------------------------
+
+    def _headers(self, sid: int, block: bytes, ended: bool) -> None:
+        oversized = False
+        try:
+            headers: Headers = self.decoder.decode(block, raw=True)  # type: ignore[assignment]
+        except DecodedOversized:  # decoded whole: the HPACK table is in step, the error is the stream's
+            headers, oversized = [], True
+        except OversizedHeaderListError as exc:
+            raise SessionError(f.ENHANCE_YOUR_CALM, "header list larger than the limit") from exc
+        except (HPACKError, IndexError, TypeError) as exc:
+            raise SessionError(f.COMPRESSION_ERROR, "header block that does not decode") from exc
+        # decoded whatever the stream's state: the HPACK table is the connection's (§4.3)
+        stream = self.streams.get(sid)
+        if (stream is None or stream.remote_closed) and not self._judge(f.HEADERS, sid):
             return
-        if len(payload) % 6:
-            raise SessionError(f.FRAME_SIZE_ERROR, "SETTINGS not a multiple of 6 bytes")
+        if stream is None:  # idle: the peer opens it
+            stream = self._open_in(sid)
+            if stream is None:
+                return
+        if oversized:
+            self._malformed(sid, f"a header list larger than {self.decoder.max_header_list_size} bytes")
+        elif not stream.head:
+            self._head(sid, stream, headers, ended)
+        elif not ended:
+            self._malformed(sid, "trailers without END_STREAM")
+        elif stream.expected is not None and self._bad_length(stream, ended):
+            self._malformed(sid, "a body longer or shorter than its content-length")
+        else:
+            self._end_remote(sid, stream)
+            self.peer.on_trailers(sid, headers)
+
+    def _open_in(self, sid: int) -> StreamState | None:
+        """A stream the peer opens; None when refused: beyond our limit before the peer acknowledged
+        it (gRPC clients burst on a fresh connection) it is REFUSED_STREAM, retried elsewhere (§5.1.2)."""
+        if len(self.streams) >= self.max_streams:
+            if self._acked:
+                raise SessionError(f.PROTOCOL_ERROR, f"more than {self.max_streams} streams at once")
+            self.highest_in = sid
+            self.controls += 1  # a refusal costs a frame: a flood of them is one
+            self.reset(sid, f.REFUSED_STREAM, ended=True)
+            return None
+        self.highest_in = sid
+        stream = self.streams[sid] = StreamState(self.remote_window, self._stream_window)
+        return stream
+
+    def _head(self, sid: int, stream: StreamState, headers: Headers, ended: bool) -> None:
+        if self.client and _informational(headers):
+            if ended:
+                self._malformed(sid, "an informational answer ending its stream")
+            return
+        stream.head = True
+        if not stream.bodiless and (b":status", b"304") not in headers:
+            why = self._content_length(stream, headers)
+            if why is None and ended and stream.expected is not None and self._bad_length(stream, ended):
+                why = "a body longer or shorter than its content-length"
+            if why is not None:
+                self._malformed(sid, why)
+                return
+        if ended:
+            self._end_remote(sid, stream)
+        self.peer.on_head(sid, headers, ended)
+
+    def _settings_acked(self) -> None:
+        self._acked = True
+        delta = self.local_window - self._stream_window
+        if delta:  # our one SETTINGS is in force now: every stream's window moves by the difference
+            self._stream_window = self.local_window
+            for stream in self.streams.values():
+                stream.recv_window += delta
+                stream.granted += delta
+
+    def _settings(self, payload: bytes) -> None:
         opened = False
         for key, value in f.parse_settings(payload):
             if key == f.HEADER_TABLE_SIZE:
@@ -538,6 +658,8 @@ class Session:
         return payload[1 : len(payload) - payload[0]]
 
     def _bound_block(self) -> None:
+        if len(self._block) > BLOCK_FRAMES:
+            raise SessionError(f.ENHANCE_YOUR_CALM, f"header block in more than {BLOCK_FRAMES} frames")
         if self._block_size > self.max_block:
             raise SessionError(f.ENHANCE_YOUR_CALM, "header block larger than the header list limit")
 
@@ -547,22 +669,16 @@ class Session:
             return sid >= self._next_out if self.client else sid > self.highest_in
         return True  # the server's streams: never, without push
 
-    def _stray(self, sid: int, stream: StreamState | None, what: str) -> None:
-        """A frame on a stream that is not open for the peer to send on: ignored when we reset it lately."""
-        if stream is None and self._idle(sid):
-            raise SessionError(f.PROTOCOL_ERROR, f"{what} on idle stream {sid}")
-        if sid not in self._resets:
-            raise SessionError(f.STREAM_CLOSED, f"{what} on stream {sid}, after its end")
-
     def _reset_stream(self, sid: int, code: int) -> None:
         """A stream error (§5.4.2): RST_STREAM to the peer, and the relay told as if the peer had sent it."""
         self.reset(sid, code)
         self.peer.on_reset(sid, code)
 
-    def _remember_reset(self, sid: int) -> None:
-        """Frames the peer sent before it learnt of the reset are ignored, not refused."""
+    def _remember_reset(self, sid: int, *, by_peer: bool = False) -> None:
+        """Frames the peer sent before it learnt of our reset are ignored, not refused (§5.1); after
+        its own, they are a stream error."""
         resets = self._resets
-        resets[sid] = None
+        resets[sid] = by_peer
         if len(resets) > RESETS_REMEMBERED:
             del resets[next(iter(resets))]
 
@@ -576,20 +692,27 @@ class Session:
         if stream.local_closed:
             del self.streams[sid]
 
-    def _content_length(self, stream: StreamState, headers: Headers) -> None:
+    def _content_length(self, stream: StreamState, headers: Headers) -> str | None:
+        """Takes the message's content-length; what makes it malformed, if anything."""
         for name, value in headers:
             if name == b"content-length":
                 if not value.isdigit():
-                    raise SessionError(f.PROTOCOL_ERROR, "a content-length that is not a number")
+                    return "a content-length that is not a number"
                 if stream.expected is not None and stream.expected != int(value):
-                    raise SessionError(f.PROTOCOL_ERROR, "two content-lengths that disagree")
+                    return "two content-lengths that disagree"
                 stream.expected = int(value)
+        return None
 
-    def _check_length(self, stream: StreamState, ended: bool) -> None:
+    def _bad_length(self, stream: StreamState, ended: bool) -> bool:
         expected = stream.expected
         assert expected is not None
-        if stream.received > expected or (ended and stream.received != expected):
-            raise SessionError(f.PROTOCOL_ERROR, "a body longer or shorter than its content-length")
+        return stream.received > expected or (ended and stream.received != expected)
+
+    def _malformed(self, sid: int, why: str) -> None:
+        """§8.1.1: a malformed message is a stream error, RST_STREAM PROTOCOL_ERROR, the relay told why
+        (a server's relay may end the connection instead); the other streams go on."""
+        self.peer.on_malformed(sid, why)  # first: it may raise, and the connection ends without the RST
+        self.reset(sid, f.PROTOCOL_ERROR, ended=True)
 
 
 def _informational(headers: Headers) -> bool:
@@ -597,3 +720,17 @@ def _informational(headers: Headers) -> bool:
         if name == b":status":
             return value[:1] == b"1"
     return False
+
+
+# one reader per frame type, DATA's inline in Session.feed; unknown types go to Session._unknown
+READERS: dict[int, Callable[[Session, int, int, bytes], None]] = {
+    f.HEADERS: Session._read_headers,
+    f.PRIORITY: Session._read_priority,
+    f.RST_STREAM: Session._read_rst_stream,
+    f.SETTINGS: Session._read_settings,
+    f.PUSH_PROMISE: Session._read_push_promise,
+    f.PING: Session._read_ping,
+    f.GOAWAY: Session._read_goaway,
+    f.WINDOW_UPDATE: Session._read_window_update,
+    f.CONTINUATION: Session._read_continuation,
+}

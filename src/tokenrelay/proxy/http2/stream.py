@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from ...tokens.token import Token
 from .. import refusals
-from ..headers import h2_answer
+from ..headers import h2_answer, h2_trailers
 from ..policy import Replay, may_heal
 from . import answers
 from . import frames as f
@@ -159,7 +159,7 @@ class Stream:
         self.pump_up()
 
     def client_trailers(self, headers: Headers) -> None:
-        self.up_trailers = [(name, value) for name, value in headers if not name.startswith(b":")]
+        self.up_trailers = h2_trailers(headers)
 
     def client_end(self) -> None:
         self.complete = True
@@ -309,6 +309,12 @@ class Stream:
         else:
             self._reset_down(f.INTERNAL_ERROR)
 
+    def on_malformed(self, message: str) -> None:
+        """The upstream's answer is malformed (the upstream connection has reset and forgotten the
+        stream): what it sent of it is dropped, its window handed back to the shared connection."""
+        self._discard_down()
+        self.on_lost(message, unprocessed=False)
+
     # -- towards the client -----------------------------------------------------------------------------
 
     def pump_down(self) -> None:
@@ -342,6 +348,7 @@ class Stream:
                     self.up.ack(self.up_sid, len(data))
                 if last:
                     self._finish()
+                    down.mark()  # the frame just sent: nothing else may flush this client soon
                     return
             if self.windowless and not to_down:
                 self.windowless = False
@@ -378,6 +385,9 @@ class Stream:
             self._finish()
 
     def sweep(self, now: float, timeout: float) -> None:
+        if not self.complete and not self.status and not self.to_up and self._body_late(now):
+            self._body_timed_out()
+            return
         if self.waiting_since and not self.status and now - self.waiting_since > timeout:
             self.waiting_since = 0.0
             self._drop_up(reset=True)
@@ -396,6 +406,35 @@ class Stream:
             self._reset_down(f.CANCEL)
 
     # -- helpers ----------------------------------------------------------------------------------------
+
+    def _body_late(self, now: float) -> bool:
+        """The request body, still coming, is later than HTTP/1.1's would be: body_timeout from the
+        head, plus a second for every body_min_rate bytes. Judged only before the answer's head and
+        while the upstream has taken all the client sent (else the wait is the upstream's): once the
+        upstream answers, a slow request is a bidirectional call's own pace. Nor while the client's
+        connection window is all but spent: other streams' bytes, waiting for the upstream, hold it."""
+        session = self.down.session
+        received = session.received(self.sid)
+        if received is None or session.recv_window < f.DEFAULT_FRAME_SIZE:
+            return False
+        limits = self.down.limits
+        return now - self.started > limits.body_timeout + received / limits.body_min_rate
+
+    def _body_timed_out(self) -> None:
+        """A request body too slow to finish (a slowloris on HTTP/2): the stream is reset at the upstream,
+        and the client gets 408 BODY_TIMEOUT (gRPC: DEADLINE_EXCEEDED), then RST_STREAM."""
+        limits = self.down.limits
+        log.warning(
+            "request body too slow",
+            extra={"timeout": limits.body_timeout, "min_rate": limits.body_min_rate, "protocol": "h2"},
+        )
+        if self.task is not None:
+            self.task.cancel()
+            self.task = None
+        self._drop_up(reset=True)
+        self.up_ended = True  # nothing more goes upstream
+        self._ack_unsent()
+        self.refuse(refusals.body_timeout(limits.body_timeout, limits.body_min_rate))
 
     def _may_resend(self) -> bool:
         return self.replay.possible() and not self.down.closed

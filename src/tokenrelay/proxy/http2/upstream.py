@@ -53,6 +53,8 @@ class UpstreamStream(Protocol):
 
     def on_lost(self, message: str, unprocessed: bool) -> None: ...
 
+    def on_malformed(self, message: str) -> None: ...
+
     def pump_up(self) -> None: ...
 
 
@@ -70,11 +72,12 @@ class H2Upstream(asyncio.Protocol):
             self,
             client=True,
             settings={f.ENABLE_PUSH: 0, f.INITIAL_WINDOW_SIZE: limits.h2_upstream_stream_window},
-            decoder=UpstreamDecoder(),  # Huffman strings remembered: only the upstream's
+            decoder=UpstreamDecoder(limits.header_bytes),  # Huffman strings remembered: only the upstream's
             max_block=limits.header_bytes,
             connection_window=self.max_streams * limits.h2_upstream_stream_window,  # one for every stream
         )
         self.valid = ValidationMemo()  # §8.1.1: a malformed answer is not passed on
+        self.header_count = limits.header_count
         self.transport: asyncio.Transport | None = None
         self.streams: dict[int, UpstreamStream] = {}
         self.closed = False
@@ -224,9 +227,29 @@ class H2Upstream(asyncio.Protocol):
         if code or not self.streams:
             self.close()
 
+    def on_malformed(self, sid: int, why: str) -> None:
+        """A malformed answer (RFC 9113 §8.1.1) is a stream error: reset at the upstream (by the session),
+        and the client gets the proxy's 502 (or a reset, once its answer began); the other
+        streams on the connection go on."""
+        stream = self.streams.pop(sid, None)
+        if stream is None:
+            return
+        why = f"the upstream sent a malformed answer: {why}"
+        log.warning("upstream failed", extra={"error": why, "protocol": "h2"})
+        stream.on_malformed(why)
+
     def _valid(self, sid: int, stream: UpstreamStream, headers: Headers, *, trailers: bool) -> bool:
-        """A malformed answer (RFC 9113 §8.1.1) is a stream error: reset at the upstream, and the
-        client gets the proxy's 502 (or a reset, once its answer began)."""
+        why = self._malformed(headers, trailers)
+        if why is None:
+            return True
+        self.on_malformed(sid, why)
+        self.session.reset(sid, f.PROTOCOL_ERROR, ended=True)
+        return False
+
+    def _malformed(self, headers: Headers, trailers: bool) -> str | None:
+        """What makes an answer's header list malformed, or too long (as on HTTP/1.1), if anything."""
+        if len(headers) > self.header_count + (not trailers):  # a head's :status is no header field
+            return f"more than {self.header_count} header fields"
         flags = ANSWER_TRAILER_FLAGS if trailers else ANSWER_FLAGS
         try:
             try:
@@ -236,13 +259,12 @@ class H2Upstream(asyncio.Protocol):
                 # them as it does from HTTP/1.1 answers (headers.h2_answer): judged without them
                 self.valid.check(h2_answer(headers), flags)
         except ProtocolError as exc:  # h2's message may quote a value: scrubbed
-            why = f"the upstream sent a malformed answer: {answers.protocol_error(exc)}"
-            log.warning("upstream failed", extra={"error": why, "protocol": "h2"})
-            del self.streams[sid]
-            self.session.reset(sid, f.PROTOCOL_ERROR, ended=True)
-            stream.on_lost(why, unprocessed=False)
-            return False
-        return True
+            return answers.protocol_error(exc)
+        if not trailers:
+            status = headers[0][1]  # validated: an answer's one pseudo-header field leads
+            if len(status) != 3 or not status.isdigit():  # RFC 9110 §15: three digits (h2 checks none)
+                return "a :status that is not three digits"
+        return None
 
     def _lose_all(self, message: str, *, unprocessed: bool) -> None:
         streams = list(self.streams.values())
