@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Coroutine
-from typing import Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
-TYPE_CHECKING = False  # not typing's: imported by every command, and paid for at each start
 if TYPE_CHECKING:
     import asyncio
 

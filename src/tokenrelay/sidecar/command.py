@@ -5,7 +5,8 @@
 
 from __future__ import annotations
 
-TYPE_CHECKING = False  # not typing's: imported before aiohttp, which prepare_daemon must precede
+from typing import TYPE_CHECKING
+
 if TYPE_CHECKING:
     import argparse
     from collections.abc import Coroutine
