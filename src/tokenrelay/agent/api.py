@@ -1,5 +1,5 @@
 """The agent's local API: ``GET /v1/token?audience=AUD&identity=UID`` with the pod's token as
-``Authorization: Bearer``, answered as the sidecar answers (``sidecar.localapi.render``), refused in
+``Authorization: Bearer``, answered as the sidecar answers (``serving.tokenanswer.render``), refused in
 its AIP-193 shape (``refusals``; docs/agent.md has the table). Thin, as SPIRE's workload handler
 is: the rate limits are middleware (``ratelimit``), who asks and what it may ask are ordered lists
 of checks (``checks``), and the handler only maps the exchange's outcome. The token service's own
@@ -13,8 +13,8 @@ from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
 from ..errors import ExchangeError, IdTokenError, TokenUnavailable
-from ..sidecar import probes
-from ..sidecar.localapi import EncodedTokens, render
+from ..serving import probes
+from ..serving.tokenanswer import EncodedTokens, render
 from ..tokens.provider import TokenProvider
 from ..tokens.token import Token
 from . import ratelimit, refusals

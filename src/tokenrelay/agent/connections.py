@@ -35,7 +35,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
 from ..lite import aip193
-from ..sidecar.peercred import peer_of
+from ..serving.peercred import peer_of
 from . import refusals
 
 SWEEP_EVERY = 1.0  # seconds between looks for connections past their deadline

@@ -18,7 +18,7 @@ from aiohttp import web
 
 from ..lite.aip193 import Code
 from ..lite.names import IDENTITY_ENV, where
-from ..sidecar.localapi import error_response
+from ..serving.tokenanswer import error_response
 
 
 @dataclass(frozen=True, slots=True)
