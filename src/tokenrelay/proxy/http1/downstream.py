@@ -31,6 +31,7 @@ from ..policy import Replay, acquire, may_heal
 from ..refusals import Refusal
 from . import answers
 from .flow import PENDING_FULL, QUEUED, STOPPED, UPGRADING, UPSTREAM_FULL, ReadFlow
+from .pool import UpstreamPool
 from .upstream import UpstreamConnection
 
 log = logging.getLogger("tokenrelay.proxy")
@@ -128,6 +129,7 @@ class ClientConnection(asyncio.Protocol):
 
     def __init__(self, context: ProxyContext) -> None:
         self._context = context
+        self.pool = context.upstreams.side(UpstreamPool)
         self.limits: Limits = context.limits
         self._limits = context.limits
         self._clock = clock = context.clock
@@ -380,10 +382,10 @@ class ClientConnection(asyncio.Protocol):
         """Give ``conn`` back to the pool; the active request it served, if it still is."""
         request = self._active
         if request is None or request.conn is not conn:
-            self._context.pool.release(conn, False)
+            self.pool.release(conn, False)
             return None
         # a request whose body was not read in full leaves the upstream mid-request: never reuse
-        self._context.pool.release(conn, reusable and request.stage is not _RECEIVING)
+        self.pool.release(conn, reusable and request.stage is not _RECEIVING)
         return request
 
     def keeps_alive(self, request: ProxiedRequest) -> bool:
@@ -526,7 +528,7 @@ class ClientConnection(asyncio.Protocol):
         context = self._context
         held = context.bearer.current()
         if held is not None:
-            conn = context.pool.take()
+            conn = self.pool.take()
             if conn is not None:
                 self._bind(request, conn, held)
                 return
@@ -536,7 +538,7 @@ class ClientConnection(asyncio.Protocol):
         self, request: ProxiedRequest, held: Held | None, *, reject: bool, fresh: bool
     ) -> None:
         context = self._context
-        pool = context.pool
+        pool = self.pool
         got = await acquire(
             context.bearer,
             context.target,
@@ -553,7 +555,7 @@ class ClientConnection(asyncio.Protocol):
             return
         held, conn = got
         if request is not self._active or self._phase is _CLOSED:
-            context.pool.release(conn, reusable=True)
+            pool.release(conn, reusable=True)
             return
         self._bind(request, conn, held)
         self._flush()
