@@ -75,6 +75,7 @@ class Peer(Protocol):
 class FrameReaders:
     """The reading of every frame but DATA; ``session.Session`` sets up the state below and reads DATA."""
 
+    # declared here, set in Session.__init__: one object, so that the hot path reads plain attributes
     peer: Peer
     client: bool
     encoder: HeaderMemo
@@ -104,6 +105,7 @@ class FrameReaders:
     max_frame: int
     send_window: int
 
+    # here, not in session.py, as the readers reset streams too; the relay calls it on the Session
     def reset(self, sid: int, code: int, *, ended: bool = False) -> None:
         """RST_STREAM, unless the stream is closed already; ``ended``: even then (a stream error found in
         the frame that ended it, such as a malformed answer, RFC 9113 §8.1.1)."""
