@@ -85,6 +85,7 @@ class FrameReaders:
     out: bytearray
     closed: bool
     controls: int
+    asks: int
     _guarded: bool
     _resets: dict[int, bool]
     _opened: dict[int, None]
@@ -214,6 +215,7 @@ class FrameReaders:
                 raise SessionError(f.FRAME_SIZE_ERROR, "SETTINGS ACK with a payload")
             self._settings_acked()
             return
+        self.asks += 1
         if len(payload) % 6:
             raise SessionError(f.FRAME_SIZE_ERROR, "SETTINGS not a multiple of 6 bytes")
         self._settings(payload)
@@ -228,6 +230,7 @@ class FrameReaders:
         if len(payload) != 8:
             raise SessionError(f.FRAME_SIZE_ERROR, "PING not of 8 bytes")
         if not flags & f.ACK:
+            self.asks += 1
             self.out += f.frame(f.PING, f.ACK, 0, payload)
 
     def _read_goaway(self, sid: int, flags: int, payload: bytes) -> None:

@@ -70,6 +70,7 @@ class Session(FrameReaders):
         self.out = bytearray()
         self.closed = False  # GOAWAY sent for an error, or the connection is gone: nothing more is read
         self.controls = 0
+        self.asks = 0  # PINGs and SETTINGS read, each answered with an ACK: the caller bounds them
         self._buffer = b""
         self._preface = not client  # a client's preface still to check
         self._settled = False  # the peer's first frame, a SETTINGS, came
