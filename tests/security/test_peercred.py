@@ -17,9 +17,9 @@ from tokenrelay.config import Settings
 from tokenrelay.lite import aip193
 from tokenrelay.lite import socketclient as client
 from tokenrelay.lite.socketclient import LocalApiError
-from tokenrelay.sidecar import peercred
+from tokenrelay.serving import peercred
+from tokenrelay.serving.peercred import Peer, Policy
 from tokenrelay.sidecar.localapi import SocketServer
-from tokenrelay.sidecar.peercred import Peer, Policy
 
 from ..support.security import API, ServeSocket, StaticTokens
 

@@ -16,7 +16,7 @@ from ..lite.jwtclaims import numeric_claim, unverified_claims
 from ..lite.redact import fingerprint
 from ..lite.socketclient import LocalApiError, fetch_token
 from ..lite.timestamps import format_timestamp
-from ..sidecar.sinks import refuse_symlink
+from ..serving.sinks import refuse_symlink
 from .report import Check, Outcome, failed, passed, skipped, warning
 
 if TYPE_CHECKING:

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING
 
 from ..config import Settings
 from ..errors import ConfigError
+from ..serving import logs
+from ..serving.sinks import FileSink
 from ..tokens.provider import TokenProviders
-from . import logs
-from .sinks import FileSink
 
 if TYPE_CHECKING:
     from ..render import RenderSink

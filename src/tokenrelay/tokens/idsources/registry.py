@@ -1,59 +1,26 @@
 """The one table of OIDC token sources: ``--id-token-source`` values to their classes.
 
-Adding a source is its class (see ``base.Source``), one row here, its page under docs/platforms/ and
-its tests; ``config`` (the choices and which settings go with which source), ``daemon`` (building
-it), ``auto`` (detecting it) and the doctor (reporting it) all read this table.
-``auto`` (auto.py) is registered last, from its own module: it reads the table to choose.
+Adding a source is its class (see ``base.Source``), one row in ``platforms.PLATFORMS``, its page
+under docs/platforms/ and its tests; ``config`` (the choices and which settings go with which
+source), ``daemon`` (building it), ``auto`` (detecting it) and the doctor (reporting it) all read
+this table. ``auto`` comes last, and reads ``platforms`` rather than this table, which holds it.
 """
 
 from __future__ import annotations
 
-from .aws import AwsSource
-from .azure import AzureSource
-from .azurepipelines import AzurePipelinesSource
+from .auto import AutoSource
 from .base import Source
-from .buildkite import BuildkiteSource
-from .circleci import CircleCiSource
-from .gcp import GcpSource
-from .github import GitHubActionsSource
-from .local import FileSource
-from .spiffe import SpiffeSource
-from .variables import BitbucketSource, EnvSource, GitLabSource
+from .platforms import PLATFORMS
 
-SOURCES: dict[str, type[Source]] = {
-    source.name: source
-    for source in (
-        FileSource,
-        EnvSource,
-        GitHubActionsSource,
-        GitLabSource,
-        BuildkiteSource,
-        CircleCiSource,
-        BitbucketSource,
-        AzurePipelinesSource,
-        GcpSource,
-        AzureSource,
-        AwsSource,
-        SpiffeSource,
-    )
-}
+SOURCES: dict[str, type[Source]] = {**PLATFORMS, AutoSource.name: AutoSource}
 
 # The settings only some sources read, beyond the OIDC token file and variable that SourceInputs
 # names: SourceInputs.settings carries them, filled from this list by the daemon and the helpers.
 SOURCE_SETTINGS = tuple(
     dict.fromkeys(
         option
-        for source in SOURCES.values()
+        for source in PLATFORMS.values()
         for option in source.options
         if option not in ("id_token_file", "id_token_env")
     )
 )
-
-
-def _register_auto() -> None:
-    from .auto import AutoSource  # it reads SOURCES itself
-
-    SOURCES[AutoSource.name] = AutoSource
-
-
-_register_auto()
