@@ -61,10 +61,10 @@ async def measure(requests: int, rounds: int) -> float:
     client = ClientConnection(proxy.context)
     to_client = CountingTransport()
     client.connection_made(to_client)  # type: ignore[arg-type]
-    conn = UpstreamConnection(proxy.pool)
+    conn = UpstreamConnection(client.pool)
     to_upstream = CountingTransport()
     conn.connection_made(to_upstream)  # type: ignore[arg-type]
-    proxy.pool.release(conn, True)
+    client.pool.release(conn, True)
     upstream_module._READ_VIEW[: len(ANSWER)] = ANSWER  # what the event loop would have read into it
     best = float("inf")
     for _ in range(rounds):

@@ -733,8 +733,7 @@ async def warmed(h2proxied: H2Proxied) -> tuple[ProxyContext, H2Relay]:
     await client.close()
     assert answer.headers[b":status"] == b"200"
     context = h2proxied.proxy.context
-    assert isinstance(context.h2, H2Relay)
-    return context, context.h2
+    return context, context.upstreams.side(H2Relay)
 
 
 def front_end(context: ProxyContext, relay: H2Relay) -> tuple[H2Client, Sink]:

@@ -954,9 +954,7 @@ async def test_an_upstream_header_block_that_never_ends_times_out(start_proxy: S
     up = await upstream.connection()
     sid, _ = await up.next_request()
     up.send(up.headers(sid, OK, end=False, end_headers=False))
-    h2 = proxy.context.h2
-    assert isinstance(h2, H2Relay)
-    conns = h2.pool._conns
+    conns = proxy.upstreams.side(H2Relay).pool._conns
     await eventually(lambda: any(c.session.block_since is not None for c in conns), "the block begun")
     clock.tick(10.5)
     proxy.check_timeouts()

@@ -7,15 +7,16 @@ slow path: a token, or a healed one after a 401, and an upstream connection; the
 ``bearer`` (the Authorization field, from the TokenSource), ``deadline`` (the upstream's deadline for
 a request, as the sweep judges it), ``limits`` (every bound of both), ``target``
 (the one place requests may go, with the verifying TLS context of an https upstream), ``observer``
-(counters for metrics), ``context`` (the narrow view of the proxy each client connection gets) and
-``server`` (the daemon component).
+(counters for metrics), ``upstreams`` (the connections to the upstream: each front end's pool, made
+on first use, and the connect code they share), ``context`` (the narrow view of the proxy each client
+connection gets) and ``server`` (the daemon component, which owns the upstreams).
 The front ends only translate their framing (http1/ and http2/ say how); they import the shared
 modules, never each other, except that the HTTP/1.1 side hands a connection that opens with the
 HTTP/2 preface to ``http2.downstream`` (imported then: h2 loads with the first HTTP/2 client).
-Dependencies run one way: ``server`` -> ``http1.downstream`` -> ``http1.request`` -> ``context`` ->
-``http1.pool`` -> ``http1.upstream``; an upstream connection reports to its request through its
-``AnswerEvents`` Protocol, and a request to its client connection through ``request.Client``.
-tests/proxy/test_layering.py holds the package to these rules.
+Dependencies run one way: ``server`` -> ``http1.downstream`` -> ``http1.request`` -> ``http1.pool`` ->
+``http1.upstream``, and every front-end module -> ``context`` -> ``upstreams``; an upstream connection
+reports to its request through its ``AnswerEvents`` Protocol, and a request to its client connection
+through ``request.Client``. tests/proxy/test_layering.py holds the package to these rules.
 """
 
 from .limits import Limits

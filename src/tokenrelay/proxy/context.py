@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from .bearer import Bearer
-from .http1.pool import UpstreamPool
 from .limits import Limits
 from .observer import ProxyObserver
 from .target import Target
+from .upstreams import Upstreams
 
 
 class Served(Protocol):
@@ -28,28 +28,18 @@ class Served(Protocol):
     def abort(self) -> None: ...
 
 
-class Http2Side(Protocol):
-    """The HTTP/2 half (``http2.relay``), made by the first HTTP/2 client: closed and swept by the server."""
-
-    def sweep(self, now: float) -> None: ...
-
-    def close(self) -> None: ...
-
-
 @dataclass(slots=True, eq=False)
 class ProxyContext:
     """The narrow view of the proxy that each client connection gets."""
 
     target: Target
-    pool: UpstreamPool
+    upstreams: Upstreams  # the server's: each front end takes its pool from it
     bearer: Bearer
     limits: Limits
     observer: ProxyObserver
     clock: Callable[[], float]
-    upstream_ca: str | None = None  # the CA file the HTTP/2 half's TLS trusts, as the pool's does
     connections: set[Served] = field(default_factory=set)
     on_empty: Callable[[], None] | None = None
-    h2: Http2Side | None = None  # h2 loads only with the first HTTP/2 client
 
     def closed(self, conn: Served) -> None:
         self.connections.discard(conn)

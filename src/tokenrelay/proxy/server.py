@@ -13,10 +13,10 @@ from ..tokens.token import TokenSource
 from .bearer import Bearer
 from .context import ProxyContext
 from .http1.downstream import ClientConnection
-from .http1.pool import UpstreamPool
 from .limits import Limits
 from .observer import NullObserver, ProxyObserver
 from .target import Target
+from .upstreams import Upstreams
 
 log = logging.getLogger("tokenrelay.proxy")
 
@@ -42,20 +42,14 @@ class ProxyServer:
         self.upstream = upstream = Target.from_url(api_url, upstream_ca)
         self.clock = clock
         self.limits = limits = limits or Limits()
-        self.pool = UpstreamPool(
-            upstream,
-            connect_timeout=limits.upstream_timeout,
-            idle_timeout=limits.upstream_idle_timeout,
-            clock=clock,
-        )
+        self.upstreams = Upstreams(upstream, limits, clock, upstream_ca)
         self.context = ProxyContext(
             target=upstream,
-            pool=self.pool,
+            upstreams=self.upstreams,
             bearer=Bearer(tokens, api_url, clock),
             limits=limits,
             observer=observer or NullObserver(),
             clock=clock,
-            upstream_ca=upstream_ca,
         )
         self.connections = self.context.connections
         self._listen = listen
@@ -110,9 +104,7 @@ class ProxyServer:
                     conn.abort()
         if self._sweeper is not None:
             self._sweeper.cancel()
-        self.pool.close()
-        if self.context.h2 is not None:
-            self.context.h2.close()
+        self.upstreams.close()
         self._server = None
 
     def _schedule_sweep(self) -> None:
@@ -124,8 +116,7 @@ class ProxyServer:
         now = self.clock()
         for conn in list(self.connections):
             conn.sweep(now)
-        if self.context.h2 is not None:
-            self.context.h2.sweep(now)
+        self.upstreams.sweep(now)
 
     def _sweep(self) -> None:
         self.check_timeouts()

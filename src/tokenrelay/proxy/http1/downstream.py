@@ -21,6 +21,7 @@ from ..limits import Limits
 from ..refusals import Refusal
 from . import answers
 from .flow import QUEUED, STOPPED, UPGRADING, ReadFlow
+from .pool import UpstreamPool
 from .request import Request, Stage
 from .upstream import UpstreamConnection
 
@@ -62,6 +63,7 @@ class ClientConnection(asyncio.Protocol):
 
     def __init__(self, context: ProxyContext) -> None:
         self.context = context
+        self.pool = context.upstreams.side(UpstreamPool)  # the server's, made by its first client
         self.limits: Limits = context.limits
         self._limits = context.limits
         self._clock = clock = context.clock

@@ -8,32 +8,24 @@ connection when a reused one dies before answering (see request.py).
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from ..target import Target
 from .upstream import UpstreamConnection
+
+if TYPE_CHECKING:
+    from ..upstreams import Upstreams
 
 MAX_IDLE = 256
 
 
 class UpstreamPool:
-    """Idle connections to the one upstream."""
+    """Idle connections to the one upstream; made by ``Upstreams.side``, which opens them."""
 
-    def __init__(
-        self,
-        upstream: Target,
-        *,
-        connect_timeout: float,
-        idle_timeout: float,
-        max_idle: int = MAX_IDLE,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.upstream = upstream
-        self._clock = clock
-        self._connect_timeout = connect_timeout
-        self._idle_timeout = idle_timeout
+    def __init__(self, upstreams: Upstreams, *, max_idle: int = MAX_IDLE) -> None:
+        self.upstream = upstreams.target
+        self._upstreams = upstreams
+        self._clock = upstreams.clock
+        self._idle_timeout = upstreams.limits.upstream_idle_timeout
         self._max_idle = max_idle
         self._idle: list[UpstreamConnection] = []
         self._closed = False
@@ -51,16 +43,7 @@ class UpstreamPool:
 
     async def connect(self) -> UpstreamConnection:
         """A new connection; raises OSError (unreachable) or TimeoutError."""
-        upstream = self.upstream
-        loop = asyncio.get_running_loop()
-        async with asyncio.timeout(self._connect_timeout):
-            _, conn = await loop.create_connection(
-                lambda: UpstreamConnection(self),
-                upstream.host,
-                upstream.port,
-                ssl=upstream.ssl,
-                server_hostname=upstream.host if upstream.ssl else None,
-            )
+        _, conn = await self._upstreams.connect(lambda: UpstreamConnection(self), self.upstream.ssl)
         return conn
 
     def release(self, conn: UpstreamConnection, reusable: bool) -> None:
@@ -75,6 +58,9 @@ class UpstreamPool:
         """``conn`` was closed by the upstream while idle."""
         if conn in self._idle:
             self._idle.remove(conn)
+
+    def sweep(self, now: float) -> None:
+        """Nothing: an idle connection's age is judged when it is taken."""
 
     def close(self) -> None:
         self._closed = True

@@ -38,6 +38,7 @@ from .upstream import UpstreamConnection
 
 if TYPE_CHECKING:
     from ..context import ProxyContext
+    from .pool import UpstreamPool
 
 log = logging.getLogger("tokenrelay.proxy")
 
@@ -58,6 +59,7 @@ class Client(Protocol):
     """What a request needs of its client connection (downstream.ClientConnection)."""
 
     context: ProxyContext
+    pool: UpstreamPool  # the HTTP/1.1 pool of the server's upstreams
     limits: Limits
     flow: ReadFlow
     writing_paused: bool
@@ -176,7 +178,7 @@ class Request:
         context = client.context
         held = context.bearer.current()
         if held is not None:
-            conn = context.pool.take()
+            conn = client.pool.take()
             if conn is not None:
                 self._bind(conn, held)
                 return
@@ -325,7 +327,7 @@ class Request:
     async def _dispatch(self, held: Held | None, *, reject: bool, fresh: bool) -> None:
         client = self.client
         context = client.context
-        pool = context.pool
+        pool = client.pool
         got = await acquire(
             context.bearer,
             context.target,
@@ -368,7 +370,7 @@ class Request:
 
     def _release(self, conn: UpstreamConnection, reusable: bool) -> bool:
         """Give ``conn`` back to the pool; whether this request is still the one it served."""
-        pool = self.client.context.pool
+        pool = self.client.pool
         if not self.active or self.conn is not conn:
             pool.release(conn, False)
             return False

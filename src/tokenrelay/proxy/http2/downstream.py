@@ -44,9 +44,7 @@ log = logging.getLogger("tokenrelay.proxy")
 
 def take_over(context: ProxyContext, transport: asyncio.Transport, data: bytes) -> None:
     """Serve ``transport``, whose first bytes ``data`` began with the HTTP/2 client preface."""
-    relay = context.h2
-    if not isinstance(relay, H2Relay):
-        relay = context.h2 = H2Relay(context)
+    relay = context.upstreams.side(H2Relay)
     conn = H2Client(context, relay)
     transport.set_protocol(conn)
     conn.connection_made(transport)

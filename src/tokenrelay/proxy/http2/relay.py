@@ -1,6 +1,7 @@
 """What every HTTP/2 client connection of one proxy shares: the upstream pool and batched writes.
 
-Created by the first HTTP/2 client, so that a proxy that only ever sees HTTP/1.1 never imports h2.
+The HTTP/2 side of the server's ``Upstreams``, made by the first HTTP/2 client (``Upstreams.side``),
+so that a proxy that only ever sees HTTP/1.1 never imports h2.
 """
 
 from __future__ import annotations
@@ -12,21 +13,21 @@ from .resets import ResetBudget
 from .upstream import H2Pool
 
 if TYPE_CHECKING:
-    from ..context import ProxyContext
+    from ..upstreams import Upstreams
 
 
 class H2Relay:
     """The HTTP/2 side of one ProxyServer."""
 
-    def __init__(self, context: ProxyContext) -> None:
-        upstream = context.target
+    def __init__(self, upstreams: Upstreams) -> None:
+        upstream = upstreams.target
         self.flusher = Flusher()
-        self.pool = H2Pool(upstream, context.upstream_ca, context.limits, self.flusher, context.clock)
+        self.pool = H2Pool(upstreams, self.flusher)
         self.scheme = b"https" if upstream.ssl is not None else b"http"
         self.authority = upstream.host_header[len(b"Host: ") : -2]
         self.target = upstream
-        limits = context.limits
-        self.resets = ResetBudget(limits.h2_resets, limits.h2_resets, context.clock)
+        limits = upstreams.limits
+        self.resets = ResetBudget(limits.h2_resets, limits.h2_resets, upstreams.clock)
 
     def close(self) -> None:
         self.pool.close()

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol, cast
 
 from h2.exceptions import ProtocolError
@@ -28,8 +27,7 @@ from .headercoding import ANSWER_FLAGS, ANSWER_TRAILER_FLAGS, UpstreamDecoder, V
 from .session import Session, SessionError
 
 if TYPE_CHECKING:
-    from ..limits import Limits
-    from ..target import Target
+    from ..upstreams import Upstreams
     from .flush import Flusher
 
 log = logging.getLogger("tokenrelay.proxy")
@@ -291,22 +289,15 @@ class H2Upstream(asyncio.Protocol):
 class H2Pool:
     """The HTTP/2 connections to the one upstream."""
 
-    def __init__(
-        self,
-        upstream: Target,
-        ca_file: str | None,
-        limits: Limits,
-        flusher: Flusher,
-        clock: Callable[[], float],
-    ) -> None:
-        self.upstream = upstream
+    def __init__(self, upstreams: Upstreams, flusher: Flusher) -> None:
+        self.upstream = upstream = upstreams.target
+        self._upstreams = upstreams
         self.flusher = flusher
-        self.clock = clock
-        self.limits = limits
-        self._timeout = limits.upstream_timeout
+        self.clock = upstreams.clock
+        self.limits = upstreams.limits
         self._ssl: ssl.SSLContext | None = None
         if upstream.ssl is not None:
-            self._ssl = verifying_context("h2", ca_file)
+            self._ssl = verifying_context("h2", upstreams.ca_file)
         self._conns: list[H2Upstream] = []
         self._connecting: asyncio.Future[H2Upstream] | None = None
         self._closed = False
@@ -331,17 +322,8 @@ class H2Pool:
             await asyncio.shield(self._connecting)
 
     async def _connect(self) -> H2Upstream:
-        upstream = self.upstream
-        loop = asyncio.get_running_loop()
         try:
-            async with asyncio.timeout(self._timeout):
-                transport, conn = await loop.create_connection(
-                    lambda: H2Upstream(self),
-                    upstream.host,
-                    upstream.port,
-                    ssl=self._ssl,
-                    server_hostname=upstream.host if self._ssl else None,
-                )
+            transport, conn = await self._upstreams.connect(lambda: H2Upstream(self), self._ssl)
             if self._ssl is not None:
                 alpn = cast(ssl.SSLObject, transport.get_extra_info("ssl_object")).selected_alpn_protocol()
                 if alpn != "h2":
