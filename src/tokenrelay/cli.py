@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     import asyncio
     from collections.abc import Callable, Coroutine, Sequence
 
-    from .config import Settings
+    from .sidecar.settings import Settings
 
 
 # Subcommands that live in their own modules: ``add_arguments(parser)`` and ``run(args) -> int``.
@@ -87,8 +87,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"tokenrelay {__version__}")
     commands = parser.add_subparsers(title="commands", metavar="COMMAND")
 
-    from . import config  # standard library only: cheap
     from .lite import names
+    from .sidecar import settings as runsettings  # standard library only: cheap
 
     run = commands.add_parser(
         "run",
@@ -96,7 +96,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Run the sidecar. Every option is also an environment "
         "variable TOKENRELAY_<NAME> and a key of the --config TOML file.",
     )
-    config.add_arguments(run)
+    runsettings.add_arguments(run)
     run.set_defaults(handler=_run)
 
     token = commands.add_parser("token", help="print the current token from a running sidecar")
@@ -133,18 +133,18 @@ def _run_plugin(name: str, words: list[str]) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from . import config
     from .errors import ConfigError
+    from .sidecar import settings as runsettings
 
     try:
-        settings = config.load(args)
+        settings = runsettings.load(args)
     except ConfigError as exc:
         print(f"tokenrelay run: {exc}", file=sys.stderr)
         return 2
     from .sidecar import logs
 
     logs.setup(settings.log_level, settings.log_format)
-    return run_settings(settings, reload=lambda: config.load(args))
+    return run_settings(settings, reload=lambda: runsettings.load(args))
 
 
 def run_settings(settings: Settings, reload: Callable[[], Settings] | None = None) -> int:

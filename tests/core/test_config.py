@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from tokenrelay.config import OPTIONS, Settings, parse_args
 from tokenrelay.errors import ConfigError
 from tokenrelay.lite import names
+from tokenrelay.sidecar.settings import OPTIONS, Settings, parse_args
 from tokenrelay.tokens.idsources import SOURCES
 
 REQUIRED = ["--auth-url", "https://auth.example", "--api-url", "https://api.example", "--identity", "org/ci"]

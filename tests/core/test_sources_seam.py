@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tokenrelay.config import ID_TOKEN_SOURCES, OPTIONS_BY_NAME, parse_args
 from tokenrelay.errors import ConfigError
+from tokenrelay.sidecar.settings import ID_TOKEN_SOURCES, OPTIONS_BY_NAME, parse_args
 from tokenrelay.tokens.idsources import SOURCES, Source
 
 REQUIRED = ["--auth-url", "https://auth.example", "--api-url", "https://api.example", "--identity", "g/i"]

@@ -8,10 +8,11 @@ from typing import Any
 
 import pytest
 
-from tokenrelay import config
+from tokenrelay import options
 from tokenrelay.emulator import dev
 from tokenrelay.errors import ConfigError
 from tokenrelay.kube import inject, mutation, settings, webhook
+from tokenrelay.sidecar import settings as config
 
 # flag -> (environment variable, default): as they were released, which manifests and scripts use
 INJECTOR: dict[str, tuple[str | None, Any]] = {
@@ -112,6 +113,6 @@ def test_log_level_is_one_definition_for_every_command() -> None:
         parser = argparse.ArgumentParser()
         add_arguments(parser)
         (action,) = [a for a in parser._actions if "--log-level" in a.option_strings]
-        choices.add(tuple(action.choices or config.LOG_LEVELS))
+        choices.add(tuple(action.choices or options.LOG_LEVELS))
         assert action.default in (None, "info")
-    assert choices == {config.LOG_LEVELS}
+    assert choices == {options.LOG_LEVELS}

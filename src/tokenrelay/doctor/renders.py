@@ -9,13 +9,13 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from ..config import Settings
 from ..errors import HostsError
 from ..helpers.hosts import Host, parse_list
 from ..lite.jwtclaims import numeric_claim, unverified_claims
 from ..lite.redact import fingerprint
 from ..lite.socketclient import LocalApiError, fetch_token
 from ..lite.timestamps import format_timestamp
+from ..sidecar.settings import Settings
 from ..sidecar.sinks import refuse_symlink
 from .report import Check, Outcome, failed, passed, skipped, warning
 

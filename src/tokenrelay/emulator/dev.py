@@ -20,9 +20,10 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..config import Settings, add_logging_options
 from ..lite.netloc import is_loopback, parse_hostport
+from ..options import add_logging_options
 from ..sidecar.listening import bind_error
+from ..sidecar.settings import Settings
 from ..wrap.workspace import private_directory
 from . import commandpaths
 from .commandpaths import installed, scripts_dir, sh

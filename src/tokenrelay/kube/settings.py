@@ -16,8 +16,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from .._version import __version__
-from ..config import Option, add_options
 from ..errors import ConfigError
+from ..options import Option, add_options
 from .mutation import Injector
 
 DEFAULT_IMAGE = f"ghcr.io/example/tokenrelay:{__version__}"

@@ -32,9 +32,9 @@ from aiohttp import web
 from cryptography import x509
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from ..config import LOGGING, Option, add_options, logging_option
 from ..errors import ConfigError
 from ..lite.netloc import parse_hostport
+from ..options import LOGGING, Option, add_options, logging_option
 from ..sidecar import probes
 from ..sidecar.listening import bind_error
 from . import admission, certs, mutation, settings

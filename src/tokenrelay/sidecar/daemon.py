@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING, Protocol
 import aiohttp
 
 from .. import outbound
-from ..config import Settings
 from ..lite.names import where
 from ..tokens import idsources as idtoken
 from ..tokens.exchanger import Exchanger
@@ -37,6 +36,7 @@ from .listening import bind_error
 from .localapi import SocketServer
 from .memory import Trimmer
 from .reloader import Reloader
+from .settings import Settings
 from .status import StatusBoard
 
 if TYPE_CHECKING:

@@ -25,7 +25,7 @@ from ..tokens.token import Token, TokenSource
 from . import probes, quicktoken, unixsocket
 
 if TYPE_CHECKING:
-    from ..config import Settings
+    from .settings import Settings
 
 TOKENS = web.AppKey("tokens", TokenSource)
 COUNT: web.AppKey[Callable[[str], None]] = web.AppKey("count")

@@ -12,10 +12,10 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from ..config import Settings
 from ..errors import ConfigError
 from ..tokens.provider import TokenProviders
 from . import logs
+from .settings import Settings
 from .sinks import FileSink
 
 if TYPE_CHECKING:

@@ -18,10 +18,10 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from ..config import Settings
 from ..errors import ConfigError
 from ..helpers.hosts import Host
 from ..lite.names import HOSTS_ENV, SOCKET_ENV
+from ..sidecar.settings import Settings
 from ..sidecar.unixsocket import MAX_PATH_BYTES, longest_bound
 
 SOCKET_NAME = "tokenrelay.sock"

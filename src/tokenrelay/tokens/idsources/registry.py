@@ -1,13 +1,19 @@
 """The one table of OIDC token sources: ``--id-token-source`` values to their classes.
 
 Adding a source is its class (see ``base.Source``), one row here, its page under docs/platforms/ and
-its tests; ``config`` (the choices and which settings go with which source), ``daemon`` (building
-it), ``auto`` (detecting it) and the doctor (reporting it) all read this table.
+its tests; ``sidecar.settings`` (the choices, and through ``check_settings`` which settings go with
+which source), ``daemon`` (building it), ``auto`` (detecting it) and the doctor (reporting it) all
+read this table.
 ``auto`` (auto.py) is registered last, from its own module: it reads the table to choose.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from ...errors import ConfigError
+from ...lite.names import where
 from .aws import AwsSource
 from .azure import AzureSource
 from .azurepipelines import AzurePipelinesSource
@@ -19,6 +25,9 @@ from .github import GitHubActionsSource
 from .local import FileSource
 from .spiffe import SpiffeSource
 from .variables import BitbucketSource, EnvSource, GitLabSource
+
+if TYPE_CHECKING:
+    from ...options import Option
 
 SOURCES: dict[str, type[Source]] = {
     source.name: source
@@ -48,6 +57,20 @@ SOURCE_SETTINGS = tuple(
         if option not in ("id_token_file", "id_token_env")
     )
 )
+
+
+def check_settings(settings: object, rows: Mapping[str, Option]) -> None:
+    """The settings the chosen source needs are given, and none that only another source reads;
+    ``rows`` are the options of the command that read them (``tokenrelay run``'s), by name."""
+    name = getattr(settings, "id_token_source")  # noqa: B009 - any command's settings, by option name
+    source = SOURCES[name]
+    for option in source.required:
+        if getattr(settings, option) is None:
+            raise ConfigError(f"--id-token-source {name} needs {where(option)}: {rows[option].help}")
+    for option in sorted({option for other in SOURCES.values() for option in other.options}):
+        given = getattr(settings, option) is not None and rows[option].default is None
+        if given and option not in source.options:
+            raise ConfigError(f"{where(option)} does not go with --id-token-source {name}; set one of them")
 
 
 def _register_auto() -> None:
