@@ -234,7 +234,9 @@ def _convert(option: Option, raw: Any, origin: str) -> Any:
     try:
         return option.convert(raw) if option.convert else _CONVERTERS[option.kind](option, raw)
     except (ValueError, TypeError) as exc:
-        raise ConfigError(f"{option.where()}: {exc} (from {origin})") from None
+        # a flag alone can only have come from the flag: no need to say so
+        source = "" if option.variable is None else f" (from {origin})"
+        raise ConfigError(f"{option.where()}: {exc}{source}") from None
 
 
 def as_list(raw: Any) -> list[str]:
