@@ -20,7 +20,7 @@ from pathlib import Path
 
 from .lite.names import ENV_PREFIX
 from .options import Option
-from .sidecar.settings import OPTIONS
+from .sidecar.settings import table
 
 _KINDS = {
     "str": "string",
@@ -78,7 +78,7 @@ def _config_lines() -> list[str]:
         f"| `--config FILE` | `{ENV_PREFIX}CONFIG` | — | path | unset | "
         "TOML file holding any of the keys below; re-read on SIGHUP. |",
     ]
-    for option in OPTIONS:
+    for option in table():
         flag = option.flag + (f" {option.metavar}" if option.metavar else "")
         lines.append(
             f"| `{flag}` | `{option.env}` | `{option.name}` | {_cell(_type(option))} | "

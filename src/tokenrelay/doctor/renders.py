@@ -39,7 +39,7 @@ def check(
     except HostsError as exc:
         return [failed("renders.hosts", str(exc), "correct --hosts (env TOKENRELAY_HOSTS)")]
     current = _current(settings.socket) if kept is not None else _absent
-    formats = render.options(settings.render_maven_ids)
+    formats = render.options(settings)
     return [_one(render.parse(spec, formats), hosts, kept, current, wall) for spec in settings.render]
 
 

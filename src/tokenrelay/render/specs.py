@@ -1,25 +1,24 @@
-"""The --render options read as the render family reads them: ``FORMAT=PATH`` specs (and TOML's
-``[[render]]`` tables), the formats' own options, and the checks that involve --hosts.
+"""The --render options, declared by the render family: ``--render`` (``FORMAT=PATH`` specs, or TOML's
+``[[render]]`` tables), ``--render-mode``, and each format's own rows (``Format.options``), which
+``tokenrelay run``'s table takes in (``options_rows``); then the checks that involve --hosts.
 
-Standard library only at import, with the formats read when a check runs: ``tokenrelay run``'s
-settings (and so every command's parser) import this module.
+Cheap at import (the formats and the hosts parser; the sink, and aiohttp, only when named): run's
+settings, and so every command's parser, import this module.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from ..errors import ConfigError
-from ..lite.names import where
-from ..options import as_list
-
-if TYPE_CHECKING:
-    from .format import Options
+from ..lite.names import DEFAULT_MODE, where
+from ..options import Option, as_list
+from .format import Options
+from .table import FORMATS, parse
 
 
 class RenderSettings(Protocol):
-    """What the render family reads of ``tokenrelay run``'s settings."""
+    """What the render family reads of ``tokenrelay run``'s settings (and, by name, its formats' rows)."""
 
     @property
     def hosts(self) -> tuple[str, ...]: ...
@@ -27,8 +26,6 @@ class RenderSettings(Protocol):
     def render(self) -> tuple[str, ...]: ...
     @property
     def render_mode(self) -> int: ...
-    @property
-    def render_maven_ids(self) -> tuple[str, ...]: ...
 
 
 def render_specs(raw: Any) -> tuple[str, ...]:
@@ -50,34 +47,49 @@ def render_specs(raw: Any) -> tuple[str, ...]:
     return tuple(dict.fromkeys(specs))
 
 
-def options(maven_ids: Sequence[str]) -> Options:
-    """The formats' options from --render-maven-ids (``HOST=ID`` each; checked by ``check_settings``)."""
-    from ..helpers.hosts import join_netloc, split_hostport
-    from .format import Options
+def format_options() -> tuple[Option, ...]:
+    """Every format's own rows, in the order of the formats' table."""
+    return tuple(row for cls in FORMATS.values() for row in cls.options)
 
-    ids = {}
-    for spec in maven_ids:
-        host, _, server_id = spec.partition("=")
-        parts = split_hostport(host.strip())
-        if parts is not None:
-            ids[join_netloc(*parts)] = server_id.strip()
-    return Options(maven_ids=ids)
+
+def options_rows() -> tuple[Option, ...]:
+    """The family's rows for ``tokenrelay run``'s table: --render, --render-mode, each format's own."""
+    return (*_OPTIONS, *format_options())
+
+
+_OPTIONS: tuple[Option, ...] = (
+    Option(
+        "render",
+        "Keep FORMAT=PATH correct at every refresh for the --hosts (repeatable; TOML [[render]] with "
+        "format and path): netrc, npmrc, maven, docker-config, template:SRC. Only tokenrelay's "
+        "entries change; a clean stop removes them.",
+        kind="render",
+        repeatable=True,
+        convert=render_specs,
+        default=(),
+        metavar="FORMAT=PATH",
+    ),
+    Option(
+        "render_mode",
+        "Permission bits of --render files, octal.",
+        kind="mode",
+        default=DEFAULT_MODE,
+        metavar="MODE",
+    ),
+)
+
+
+def options(settings: object) -> Options:
+    """The values of the formats' own options in ``settings``, by name, for ``Format.build``."""
+    return {row.name: getattr(settings, row.name, row.default) for row in format_options()}
 
 
 def check_settings(settings: RenderSettings) -> None:
     """--render needs --hosts (whose audiences it keeps fresh), in formats that can hold them. The
     hosts are read only then: without a render they are the credential helpers' business."""
     from ..errors import HostsError
-    from ..helpers.hosts import parse_list, parse_spec
+    from ..helpers.hosts import parse_list
 
-    for spec in settings.render_maven_ids:
-        host_text, sep, server_id = spec.partition("=")
-        try:
-            parse_spec(host_text)
-        except HostsError:
-            sep = ""
-        if not sep or not server_id.strip():
-            raise ConfigError(f"{where('render_maven_ids')}: {spec!r} is not HOST=ID")
     if not settings.render:
         return
     try:
@@ -89,10 +101,8 @@ def check_settings(settings: RenderSettings) -> None:
             f"{where('render')} writes the hosts of {where('hosts')}, and none are set: "
             "give them, e.g. --hosts registry.example.com,npm.example.com"
         )
-    from .table import parse
-
     for spec in settings.render:
         try:
-            parse(spec, options(settings.render_maven_ids)).format.check(hosts)
+            parse(spec, options(settings)).format.check(hosts)
         except ValueError as exc:
             raise ConfigError(f"{where('render')}: {exc}") from None

@@ -253,9 +253,7 @@ def build(
             providers,
             listen=settings.proxy_listen,
             upstream_ca=settings.upstream_ca,
-            limits=Limits(
-                upstream_timeout=settings.proxy_timeout, max_connections=settings.proxy_max_connections
-            ),
+            limits=Limits.from_settings(settings),
             grace=settings.shutdown_grace,
             allow_remote=settings.proxy_allow_remote,
             observer=metrics.proxy if metrics else None,

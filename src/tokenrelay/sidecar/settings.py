@@ -30,24 +30,20 @@ from ..lite.names import (
 )
 from ..lite.netloc import is_loopback
 from ..options import LOG_OPTIONS, Option, add_options, read, read_toml
+from ..proxy.limits import options as limit_options
+from ..render.specs import check_settings as check_renders
+from ..render.specs import options_rows as render_options
 from ..tokens.idsources.registry import SOURCES
 from ..tokens.idsources.registry import check_settings as check_source
 
 ID_TOKEN_SOURCES = tuple(SOURCES)
 
 
-def render_specs(raw: object) -> tuple[str, ...]:
-    """--render's values, read by the render family (imported then: its formats are not cheap)."""
-    from ..render.specs import render_specs
-
-    return render_specs(raw)
-
-
 # Keys a shared TOML file may hold for other tokenrelay commands.
 FOREIGN_KEYS: frozenset[str] = frozenset()
 
-OPTIONS: tuple[Option, ...] = (
-    # the exchange
+# Run's own rows, by part; ``table`` puts them together with the families' rows.
+_EXCHANGE: tuple[Option, ...] = (
     Option(
         "auth_url",
         "Token service base URL ({auth_url}); exchanges go to {auth_url}/sts/exchange.",
@@ -90,14 +86,8 @@ OPTIONS: tuple[Option, ...] = (
         default=DEFAULT_WAIT_TIMEOUT,
         metavar="SECONDS",
     ),
-    # the platform's OIDC token
-    Option(
-        "id_token_source",
-        "Where the platform's OIDC token comes from (docs/platforms/); auto detects it.",
-        kind="choice",
-        choices=ID_TOKEN_SOURCES,
-        metavar="SOURCE",
-    ),
+)
+_ID_TOKEN: tuple[Option, ...] = (
     Option(
         "id_token_file",
         "File holding the platform's OIDC token; re-read at every exchange.",
@@ -118,7 +108,8 @@ OPTIONS: tuple[Option, ...] = (
         "(default: AZURESUBSCRIPTION_SERVICE_CONNECTION_ID).",
         metavar="ID",
     ),
-    # the local API
+)
+_LOCAL_API: tuple[Option, ...] = (
     Option(
         "socket", "Unix socket serving the local API.", kind="path", default=DEFAULT_SOCKET, metavar="PATH"
     ),
@@ -150,7 +141,8 @@ OPTIONS: tuple[Option, ...] = (
         default=DEFAULT_SHUTDOWN_GRACE,
         metavar="SECONDS",
     ),
-    # the proxy
+)
+_PROXY: tuple[Option, ...] = (
     Option(
         "proxy_listen",
         "Serve the token-injecting reverse proxy on HOST:PORT (off when unset; e.g. 127.0.0.1:8080).",
@@ -169,21 +161,8 @@ OPTIONS: tuple[Option, ...] = (
         kind="path",
         metavar="FILE",
     ),
-    Option(
-        "proxy_timeout",
-        "How long the proxy waits for the upstream's answer, in seconds (then 504).",
-        kind="seconds",
-        default=DEFAULT_PROXY_TIMEOUT,
-        metavar="SECONDS",
-    ),
-    Option(
-        "proxy_max_connections",
-        "Most client connections the proxy holds open at once.",
-        kind="int",
-        default=DEFAULT_PROXY_MAX_CONNECTIONS,
-        metavar="N",
-    ),
-    # production
+)
+_PRODUCTION: tuple[Option, ...] = (
     Option(
         "metrics_listen",
         "Serve /metrics, /healthz and /readyz over TCP on HOST:PORT.",
@@ -216,41 +195,41 @@ OPTIONS: tuple[Option, ...] = (
         default=(),
         metavar="HOST[=AUD]",
     ),
-    Option(
-        "render",
-        "Keep FORMAT=PATH correct at every refresh for the --hosts (repeatable; TOML [[render]] with "
-        "format and path): netrc, npmrc, maven, docker-config, template:SRC. Only tokenrelay's "
-        "entries change; a clean stop removes them.",
-        kind="render",
-        repeatable=True,
-        convert=render_specs,
-        default=(),
-        metavar="FORMAT=PATH",
-    ),
-    Option(
-        "render_mode",
-        "Permission bits of --render files, octal.",
-        kind="mode",
-        default=DEFAULT_MODE,
-        metavar="MODE",
-    ),
-    Option(
-        "render_maven_ids",
-        "The <id> of a host's <server> in a maven --render (repeatable); the host[:port] otherwise.",
-        kind="list",
-        repeatable=True,
-        default=(),
-        metavar="HOST=ID",
-    ),
-    Option(
-        "once",
-        "Exchange once (retrying a token-service outage within --wait-timeout), write the "
-        "--token-file sinks, and exit.",
-        kind="bool",
-        default=False,
-    ),
-    *LOG_OPTIONS,
 )
+_ONCE = Option(
+    "once",
+    "Exchange once (retrying a token-service outage within --wait-timeout), write the "
+    "--token-file sinks, and exit.",
+    kind="bool",
+    default=False,
+)
+
+
+def table() -> tuple[Option, ...]:
+    """Every row of ``tokenrelay run``, in the order of its docs: its own, and each family's as the
+    family's table holds them (the sources' names as --id-token-source's choices, the proxy's
+    ``Limits`` rows, the --render rows with each format's own), read afresh from those tables."""
+    return (
+        *_EXCHANGE,
+        Option(
+            "id_token_source",
+            "Where the platform's OIDC token comes from (docs/platforms/); auto detects it.",
+            kind="choice",
+            choices=tuple(SOURCES),
+            metavar="SOURCE",
+        ),
+        *_ID_TOKEN,
+        *_LOCAL_API,
+        *_PROXY,
+        *limit_options(),
+        *_PRODUCTION,
+        *render_options(),
+        _ONCE,
+        *LOG_OPTIONS,
+    )
+
+
+OPTIONS = table()
 OPTIONS_BY_NAME = {option.name: option for option in OPTIONS}
 
 
@@ -317,15 +296,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--config", metavar="FILE", help=f"TOML file with any of these settings (env {ENV_PREFIX}CONFIG)."
     )
-    add_options(parser, OPTIONS)
+    add_options(parser, table())
 
 
 def load(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> Settings:
     """Merge flags, environment and the TOML file into validated Settings; raises ConfigError."""
     env = os.environ if environ is None else environ
     config_path = getattr(args, "config", None) or env.get(ENV_PREFIX + "CONFIG")
-    file_values = read_toml(config_path, OPTIONS, FOREIGN_KEYS) if config_path else {}
-    values = read(OPTIONS, args, env, file_values)
+    rows = table()  # afresh: a member registered since (a test's) is read as the others
+    file_values = read_toml(config_path, rows, FOREIGN_KEYS) if config_path else {}
+    values = read(rows, args, env, file_values)
     # --id-token-env alone is enough to choose the env source
     values.setdefault("id_token_source", "env" if values.get("id_token_env") else "file")
     settings = Settings(**values, config=config_path)
@@ -355,11 +335,7 @@ def _check(settings: Settings) -> None:
                 f"{where('token_file')}: audience {audience!r} is not kept "
                 f"fresh; add it with {where('audience')}"
             )
-    if settings.render or settings.render_maven_ids:
-        # only now: the render package loads aiohttp, which run must find prepared (cli.prepare_daemon)
-        from ..render.specs import check_settings as check_renders
-
-        check_renders(settings)
+    check_renders(settings)
     if settings.socket_mode & 0o111:
         raise ConfigError(
             f"{where('socket_mode')}: {oct(settings.socket_mode)} "

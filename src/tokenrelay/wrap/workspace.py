@@ -121,7 +121,7 @@ class Workspace:
         path = self.write(relative, text)
         spec = f"{name}={path}"
         try:
-            render.parse(spec, render.options(self.settings.render_maven_ids)).format.check(self.hosts)
+            render.parse(spec, render.options(self.settings)).format.check(self.hosts)
         except ValueError as exc:
             raise ConfigError(f"{needed_by}: {exc}") from None
         self.settings = replace(self.settings, render=(*self.settings.render, spec))
