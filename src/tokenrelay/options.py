@@ -277,11 +277,22 @@ def _to_mode(option: Option, raw: Any) -> int:
     return mode
 
 
+def choose(text: str, choices: Sequence[str]) -> str:
+    """``text``, in any case, as one of ``choices``; ValueError saying which it may be. (Shared with
+    the pods' annotations, ``kube.options``.)"""
+    if text.lower() not in choices:
+        raise ValueError(f"{text!r} is not one of {', '.join(choices)}")
+    return text.lower()
+
+
+def split_list(raw: Any) -> tuple[str, ...]:
+    """A list setting: strings, each of them comma-separated, stripped, once each in their order.
+    (Shared with the pods' annotations, ``kube.options``.)"""
+    return tuple(dict.fromkeys(as_list(raw)))
+
+
 def _to_choice(option: Option, raw: Any) -> str:
-    text = _to_str(option, raw).lower()
-    if text not in option.choices:
-        raise ValueError(f"{text!r} is not one of {', '.join(option.choices)}")
-    return text
+    return choose(_to_str(option, raw), option.choices)
 
 
 def _to_bool(option: Option, raw: Any) -> bool:
@@ -313,7 +324,7 @@ def _to_int(option: Option, raw: Any) -> int:
 
 
 def _to_list(option: Option, raw: Any) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(as_list(raw)))
+    return split_list(raw)
 
 
 def _to_delay(option: Option, raw: Any) -> float:
