@@ -5,11 +5,12 @@
 In one run: nginx (a temporary prefix, in the foreground) serves a small JSON page (a) and, in a
 second server block, proxies to it with a static Authorization header (b); tokenrelay's proxy (c)
 runs in its own process with a token source that serves a fixed token. ``wrk -t1 -c32`` measures
-each; the script prints requests/s, p99 and the ratio tokenrelay/nginx-proxy. With ``--tls`` the
-upstream is https (nginx terminating TLS 1.3 with a certificate from a throwaway CA): (a) is wrk on
-https directly, (b) nginx ``proxy_pass https://`` with keep-alive, verification and session reuse,
-(c) tokenrelay with ``--upstream-ca``; clients still speak plain http to both proxies. Variants
-switch off one design choice each, to show what it buys:
+each; the script prints requests/s, p99, the ratio tokenrelay/nginx-proxy and the proxy process's
+CPU time per request (user + system, from /proc: less sensitive to a loaded machine than requests/s).
+With ``--tls`` the upstream is https (nginx terminating TLS 1.3 with a certificate from a throwaway
+CA): (a) is wrk on https directly, (b) nginx ``proxy_pass https://`` with keep-alive, verification
+and session reuse, (c) tokenrelay with ``--upstream-ca``; clients still speak plain http to both
+proxies. Variants switch off one design choice each, to show what it buys:
 
   default         uvloop, token held between refreshes, pooled keep-alive upstream connections
   asyncio         asyncio's own event loop instead of uvloop
@@ -142,19 +143,26 @@ def nginx(prefix: Path, page: int, proxy: int, tls_page: int, tls_proxy: int) ->
 
 
 @contextlib.contextmanager
-def relay(variant: str, upstream: int, port: int, ca: Path | None) -> Iterator[None]:
+def relay(variant: str, upstream: int, port: int, ca: Path | None) -> Iterator[int]:
+    """The relay process, listening on ``port``; yields its pid."""
     command = [sys.executable, __file__, "--serve", variant, "--upstream", str(upstream), "--port", str(port)]
     proc = subprocess.Popen(command + (["--upstream-ca", str(ca)] if ca else []))
     try:
         wait_port(port)
-        yield
+        yield proc.pid
     finally:
         proc.terminate()
         proc.wait(10)
 
 
-def wrk(port: int, duration: int, scheme: str = "http") -> tuple[float, float]:
-    """(requests/s, p99 in ms)."""
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of process ``pid`` so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+
+
+def wrk(port: int, duration: int, scheme: str = "http") -> tuple[float, float, int]:
+    """(requests/s, p99 in ms, requests)."""
     out = subprocess.run(
         ["wrk", "-t1", "-c32", f"-d{duration}s", "--latency", f"{scheme}://127.0.0.1:{port}/v1/page"],
         capture_output=True,
@@ -164,7 +172,8 @@ def wrk(port: int, duration: int, scheme: str = "http") -> tuple[float, float]:
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
     value, unit = re.search(r"99%\s+([\d.]+)(us|ms|s)", out).groups()  # type: ignore[union-attr]
     p99 = float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
-    return rps, p99
+    requests = int(re.search(r"(\d+) requests in", out).group(1))  # type: ignore[union-attr]
+    return rps, p99, requests
 
 
 def measure(args: argparse.Namespace) -> int:
@@ -173,6 +182,7 @@ def measure(args: argparse.Namespace) -> int:
         return 2
     variants = args.variants.split(",")
     ratios: dict[str, list[float]] = {v: [] for v in variants}
+    cpus: dict[str, list[float]] = {v: [] for v in variants}
     with tempfile.TemporaryDirectory(prefix="tokenrelay-bench-") as tmp:
         ports = free_port(), free_port(), free_port(), free_port()
         ca = Path(tmp) / "ca.pem" if args.tls else None
@@ -187,22 +197,26 @@ def measure(args: argparse.Namespace) -> int:
                     # and a ratio of two measurements minutes apart would mostly measure the neighbours.
                     anchor = wrk(nginx_proxy, args.duration)
                     port = free_port()
-                    with relay(variant, page, port, ca):
+                    with relay(variant, page, port, ca) as pid:
                         wrk(port, 1)  # warm up: pool filled, code paths hot
-                        rps, p99 = wrk(port, args.duration)
+                        cpu = cpu_seconds(pid)
+                        rps, p99, requests = wrk(port, args.duration)
+                        cpu_us = (cpu_seconds(pid) - cpu) / requests * 1e6
                     ratio = rps / anchor[0]
                     ratios[variant].append(ratio)
-                    rps_b, p99_b = anchor
+                    cpus[variant].append(cpu_us)
+                    rps_b, p99_b, _ = anchor
                     print(f"run {run}: (b) nginx proxy           {rps_b:6.0f} req/s  p99 {p99_b:6.2f} ms")
                     print(
                         f"run {run}: (c) tokenrelay {variant:14} {rps:6.0f} req/s  p99 {p99:6.2f} ms  "
-                        f"ratio tokenrelay/nginx {ratio:.3f}"
+                        f"ratio tokenrelay/nginx {ratio:.3f}  proxy CPU {cpu_us:5.1f} us/request"
                     )
     print()
     for variant, values in ratios.items():
         print(
             f"{variant:15} ratio tokenrelay/nginx: median {statistics.median(values):.3f} "
-            f"(min {min(values):.3f}, max {max(values):.3f}, {len(values)} runs)"
+            f"(min {min(values):.3f}, max {max(values):.3f}, {len(values)} runs); "
+            f"proxy CPU median {statistics.median(cpus[variant]):.1f} us/request"
         )
     return 0
 

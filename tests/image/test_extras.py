@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from tokenrelay.emulator.platforms import AWS_ROLE, PLATFORMS, SPIFFE_ID
+from tokenrelay.emulator.platforms.aws import AWS_ROLE
+from tokenrelay.emulator.platforms.registry import PLATFORMS
+from tokenrelay.emulator.platforms.spiffe import SPIFFE_ID
 
 from ..support.image import Image, RunningEmulator, emulator
 from ..support.paths import short_dir

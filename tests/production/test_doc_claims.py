@@ -368,8 +368,8 @@ def test_annotations_the_pages_name_exist() -> None:
 def test_the_emulators_platform_token_lifetimes_are_the_ones_it_mints() -> None:
     """docs/emulator.md's lifetimes of the platforms' tokens are the emulator's: the endpoints' (15
     minutes), AWS STS's default DurationSeconds (5 minutes) and `emulate mint`'s default."""
-    from tokenrelay.emulator import awssts
-    from tokenrelay.emulator.platforms import PLATFORM_LIFETIME
+    from tokenrelay.emulator.platforms import aws as awssts
+    from tokenrelay.emulator.platforms.base import PLATFORM_LIFETIME
 
     text = " ".join((REPO / "docs" / "emulator.md").read_text().split())
     assert f"tokens live {PLATFORM_LIFETIME / 60:.0f} minutes, but for AWS STS's" in text

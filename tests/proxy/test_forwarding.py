@@ -147,3 +147,16 @@ async def test_observer_counts_answers(proxied: Proxied) -> None:
             async with session.get(proxied.url + path) as response:
                 await response.read()
     assert proxied.observed.codes == [200, 204]
+
+
+async def test_each_request_on_a_kept_connection_sends_its_own_headers(proxied: Proxied) -> None:
+    """Requests on one kept connection, each with other headers, reach the upstream with their own
+    (the per-connection memo of the last head follows every change)."""
+    connector = aiohttp.TCPConnector(limit=1)
+    async with aiohttp.ClientSession(connector=connector) as session:
+        for headers in ({"X-A": "1"}, {"X-A": "1"}, {"X-B": "2", "Connection": "keep-alive, X-A"}, {}):
+            async with session.get(proxied.url + "/v1/things", headers=headers) as response:
+                seen = await response.json()
+            names = {name.lower(): value for name, value in seen["headers"]}
+            expected = {k.lower(): v for k, v in headers.items() if k in ("X-A", "X-B")}
+            assert {k: v for k, v in names.items() if k in ("x-a", "x-b")} == expected

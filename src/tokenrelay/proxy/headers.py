@@ -101,6 +101,39 @@ def _filter(headers: list[tuple[bytes, bytes]], drop: frozenset[bytes]) -> Head:
     return Head(b"".join(parts), chunked, length, upgrade, expect)
 
 
+class LastHead:
+    """The last header list one connection filtered, and its result: a client sends the same head
+    on every request of a connection, and an upstream the same answer head (its Date changes once a
+    second), so a repeat costs one comparison of the lists instead of a filter (a fifth of the
+    HTTP/1.1 path's Python time). One per connection and direction: one client's fields (its
+    Authorization) never meet another's, and they go with the connection."""
+
+    __slots__ = ("_drop", "_fields", "_head")
+
+    def __init__(self, drop: frozenset[bytes]) -> None:
+        self._drop = drop
+        self._fields: list[tuple[bytes, bytes]] | None = None
+        self._head = Head(b"", False, -1, b"", False)
+
+    def filter(self, fields: list[tuple[bytes, bytes]]) -> Head:
+        """``fields`` filtered (precondition: the caller does not change the list afterwards)."""
+        if fields == self._fields:
+            return self._head
+        head = self._head = _filter(fields, self._drop)
+        self._fields = fields
+        return head
+
+
+def last_request() -> LastHead:
+    """A memo of ``request``: one per client connection."""
+    return LastHead(_REQUEST_DROP)
+
+
+def last_response() -> LastHead:
+    """A memo of ``response``: one per upstream connection."""
+    return LastHead(HOP_BY_HOP)
+
+
 def request(headers: list[tuple[bytes, bytes]]) -> Head:
     """The client's headers as the upstream may see them (before Host and Authorization are added)."""
     return _filter(headers, _REQUEST_DROP)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import ssl
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 import httptools
@@ -30,8 +30,12 @@ class Target:
     host: str
     port: int
     base_path: bytes  # the api-url's path without its trailing slash: b"" or b"/api"
-    host_header: bytes  # "Host: api.example.com\r\n" (with the port when it is not the default)
+    authority: bytes  # b"api.example.com", with the port when it is not the scheme's: HTTP/2's :authority
     ssl: ssl.SSLContext | None
+    host_header: bytes = field(init=False)  # HTTP/1.1's: "Host: " + authority + CRLF
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "host_header", b"Host: " + self.authority + b"\r\n")
 
     @classmethod
     def from_url(cls, api_url: str, ca_file: str | None = None) -> Target:
@@ -49,7 +53,7 @@ class Target:
             host=host,
             port=port,
             base_path=parts.path.rstrip("/").encode(),
-            host_header=f"Host: {authority}\r\n".encode("idna" if not host.isascii() else "ascii"),
+            authority=authority.encode("idna" if not host.isascii() else "ascii"),
             ssl=context,
         )
 

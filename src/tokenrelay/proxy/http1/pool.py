@@ -3,7 +3,7 @@
 A connection returns to the pool only when its last request ended cleanly (the request sent in
 full, the answer read in full, no ``Connection: close``). The upstream may close an idle connection at
 any time; the pool forgets it when it notices, and the client side retries a request once on a new
-connection when a reused one dies before answering (see downstream.py).
+connection when a reused one dies before answering (see request.py).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ the upstream (back-pressure). After a ``101 Switching Protocols`` both connectio
 bytes flow untouched both ways.
 
 Dependencies run one way: this module knows nothing of the client side or of the pool. It reports
-what happens to the answer through ``AnswerEvents``, which the client connection implements (and
+what happens to the answer through ``AnswerEvents``, which each request implements (request.py,
 which decides about retries and pooling), and tells its ``Owner`` (the pool) when it dies idle.
 """
 
@@ -54,7 +54,7 @@ _IDLE, _HEAD, _INTERIM, _BODY, _DISCARDING, _DISCARDED, _DONE, _SPLICED = tuple(
 
 
 class AnswerEvents(Protocol):
-    """What an upstream connection reports about the answer it reads; the client side implements it."""
+    """What an upstream connection reports about the answer it reads; a request (request.py) implements it."""
 
     def answer_head(self, status: int, close_delimited: bool) -> bool:
         """The answer's head is about to go out; whether the client's connection stays open after it."""
@@ -124,6 +124,7 @@ class UpstreamConnection(asyncio.BufferedProtocol):
         self._upgrade = False
         self._parser = httptools.HttpResponseParser(self)
         self._headers: list[tuple[bytes, bytes]] = []
+        self._last_head = headers.last_response()
         self._reason = b""
         self._out: list[bytes] = []
         self._rechunk = False  # towards the client, the body is chunked by the proxy
@@ -309,7 +310,7 @@ class UpstreamConnection(asyncio.BufferedProtocol):
             if self._head_only:
                 self._end_head_answer(_DISCARDED)
             return
-        head = headers.response(self._headers)
+        head = self._last_head.filter(self._headers)
         lines = [status_line(status, self._reason), head.lines]
         no_body = self._head_only or status in _NO_BODY_STATUSES or status == 101
         close_delimited = False
