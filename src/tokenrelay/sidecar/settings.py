@@ -3,9 +3,11 @@
 The table is read by the options machine (``tokenrelay.options``): every row is a flag ``--name``, an
 environment variable ``TOKENRELAY_NAME`` and a key ``name`` (or ``name`` with dashes) in the TOML file
 given by ``--config``; precedence is flag > env > file > default. argparse, the environment, the file
-and the configuration reference in docs/operations.md are all derived from it. The checks that involve
-more than one option live with the family that owns them (``idsources.check_settings`` for the OIDC
-sources, ``render.check_settings`` for the --render files); those of the serving parts are here.
+and the configuration reference in docs/operations.md are all derived from it. ``table`` puts run's
+own rows together with those each family declares (the proxy's ``Limits``, the --render formats; the
+sources' names are --id-token-source's choices). The checks that involve more than one option live
+with the family that owns them (``idsources.registry.check_settings`` for the OIDC sources,
+``render.specs.check_settings`` for the --render files); those of the serving parts are here.
 """
 
 from __future__ import annotations
@@ -37,8 +39,6 @@ from ..tokens.idsources.registry import SOURCES
 from ..tokens.idsources.registry import check_settings as check_source
 
 ID_TOKEN_SOURCES = tuple(SOURCES)
-
-
 # Keys a shared TOML file may hold for other tokenrelay commands.
 FOREIGN_KEYS: frozenset[str] = frozenset()
 
