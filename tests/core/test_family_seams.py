@@ -139,3 +139,11 @@ def test_the_declared_rows_are_runs() -> None:
     """The rows the families declare are the very rows of run's table (one declaration each)."""
     by_name: dict[str, Any] = settings.OPTIONS_BY_NAME
     assert all(by_name[row.name] is row for row in (*limits.options(), *FORMATS["maven"].options))
+
+
+def test_every_source_names_only_its_familys_rows() -> None:
+    """The settings each source reads are rows its family declares, so its check can name them."""
+    from tokenrelay.tokens.idsources.registry import options_rows
+
+    declared = {row.name for row in options_rows()}
+    assert all(set(source.required) <= set(source.options) <= declared for source in SOURCES.values())

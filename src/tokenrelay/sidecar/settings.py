@@ -4,8 +4,8 @@ The table is read by the options machine (``tokenrelay.options``): every row is 
 environment variable ``TOKENRELAY_NAME`` and a key ``name`` (or ``name`` with dashes) in the TOML file
 given by ``--config``; precedence is flag > env > file > default. argparse, the environment, the file
 and the configuration reference in docs/operations.md are all derived from it. ``table`` puts run's
-own rows together with those each family declares (the proxy's ``Limits``, the --render formats; the
-sources' names are --id-token-source's choices). The checks that involve more than one option live
+own rows together with those each family declares (the OIDC sources', the proxy's ``Limits``', the
+--render formats'). The checks that involve more than one option live
 with the family that owns them (``idsources.registry.check_settings`` for the OIDC sources,
 ``render.specs.check_settings`` for the --render files); those of the serving parts are here.
 """
@@ -37,6 +37,7 @@ from ..render.specs import check_settings as check_renders
 from ..render.specs import options_rows as render_options
 from ..tokens.idsources.registry import SOURCES
 from ..tokens.idsources.registry import check_settings as check_source
+from ..tokens.idsources.registry import options_rows as source_options
 
 ID_TOKEN_SOURCES = tuple(SOURCES)
 # Keys a shared TOML file may hold for other tokenrelay commands.
@@ -85,28 +86,6 @@ _EXCHANGE: tuple[Option, ...] = (
         kind="seconds",
         default=DEFAULT_WAIT_TIMEOUT,
         metavar="SECONDS",
-    ),
-)
-_ID_TOKEN: tuple[Option, ...] = (
-    Option(
-        "id_token_file",
-        "File holding the platform's OIDC token; re-read at every exchange.",
-        kind="path",
-        default=DEFAULT_ID_TOKEN_FILE,
-        metavar="PATH",
-    ),
-    Option("id_token_env", "Environment variable holding the platform's OIDC token.", metavar="VAR"),
-    Option(
-        "id_token_audience",
-        "Audience to request of a source that mints the OIDC token at every exchange (GitHub Actions, "
-        "Buildkite, CircleCI's CLI, GCP, Azure, AWS, SPIFFE; default: the --auth-url).",
-        metavar="AUD",
-    ),
-    Option(
-        "azure_service_connection_id",
-        "Azure Pipelines service connection to request the OIDC token for "
-        "(default: AZURESUBSCRIPTION_SERVICE_CONNECTION_ID).",
-        metavar="ID",
     ),
 )
 _LOCAL_API: tuple[Option, ...] = (
@@ -207,18 +186,11 @@ _ONCE = Option(
 
 def table() -> tuple[Option, ...]:
     """Every row of ``tokenrelay run``, in the order of its docs: its own, and each family's as the
-    family's table holds them (the sources' names as --id-token-source's choices, the proxy's
-    ``Limits`` rows, the --render rows with each format's own), read afresh from those tables."""
+    family's table holds them (the sources' rows with their names as --id-token-source's choices,
+    the proxy's ``Limits`` rows, the --render rows with each format's own), read afresh."""
     return (
         *_EXCHANGE,
-        Option(
-            "id_token_source",
-            "Where the platform's OIDC token comes from (docs/platforms/); auto detects it.",
-            kind="choice",
-            choices=tuple(SOURCES),
-            metavar="SOURCE",
-        ),
-        *_ID_TOKEN,
+        *source_options(),
         *_LOCAL_API,
         *_PROXY,
         *limit_options(),
@@ -315,7 +287,7 @@ def load(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> 
 
 def _check(settings: Settings) -> None:
     """Rules that involve more than one option: each family's, then the serving parts'."""
-    check_source(settings, OPTIONS_BY_NAME)
+    check_source(settings)
     if (
         settings.proxy_listen
         and not settings.proxy_allow_remote

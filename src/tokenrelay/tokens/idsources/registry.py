@@ -1,19 +1,18 @@
 """The one table of OIDC token sources: ``--id-token-source`` values to their classes.
 
 Adding a source is its class (see ``base.Source``), one row here, its page under docs/platforms/ and
-its tests; ``sidecar.settings`` (the choices, and through ``check_settings`` which settings go with
-which source), ``daemon`` (building it), ``auto`` (detecting it) and the doctor (reporting it) all
-read this table.
+its tests; ``tokenrelay run``'s settings (``options_rows``: the choices and the settings the sources
+read, and ``check_settings``: which settings go with which source), ``daemon`` (building it),
+``auto`` (detecting it) and the doctor (reporting it) all read this table. A setting a source reads
+is a row of ``_OPTIONS``, named in the class's ``options`` (and ``required``).
 ``auto`` (auto.py) is registered last, from its own module: it reads the table to choose.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
-
 from ...errors import ConfigError
-from ...lite.names import where
+from ...lite.names import DEFAULT_ID_TOKEN_FILE, where
+from ...options import Option
 from .aws import AwsSource
 from .azure import AzureSource
 from .azurepipelines import AzurePipelinesSource
@@ -25,9 +24,6 @@ from .github import GitHubActionsSource
 from .local import FileSource
 from .spiffe import SpiffeSource
 from .variables import BitbucketSource, EnvSource, GitLabSource
-
-if TYPE_CHECKING:
-    from ...options import Option
 
 SOURCES: dict[str, type[Source]] = {
     source.name: source
@@ -59,9 +55,48 @@ SOURCE_SETTINGS = tuple(
 )
 
 
-def check_settings(settings: object, rows: Mapping[str, Option]) -> None:
-    """The settings the chosen source needs are given, and none that only another source reads;
-    ``rows`` are the options of the command that read them (``tokenrelay run``'s), by name."""
+# The settings of the family, which its members name in their ``options`` and ``required`` (several
+# sources read the same one): rows of ``tokenrelay run``'s table, after --id-token-source itself.
+_OPTIONS: tuple[Option, ...] = (
+    Option(
+        "id_token_file",
+        "File holding the platform's OIDC token; re-read at every exchange.",
+        kind="path",
+        default=DEFAULT_ID_TOKEN_FILE,
+        metavar="PATH",
+    ),
+    Option("id_token_env", "Environment variable holding the platform's OIDC token.", metavar="VAR"),
+    Option(
+        "id_token_audience",
+        "Audience to request of a source that mints the OIDC token at every exchange (GitHub Actions, "
+        "Buildkite, CircleCI's CLI, GCP, Azure, AWS, SPIFFE; default: the --auth-url).",
+        metavar="AUD",
+    ),
+    Option(
+        "azure_service_connection_id",
+        "Azure Pipelines service connection to request the OIDC token for "
+        "(default: AZURESUBSCRIPTION_SERVICE_CONNECTION_ID).",
+        metavar="ID",
+    ),
+)
+
+
+def options_rows() -> tuple[Option, ...]:
+    """The family's rows for ``tokenrelay run``'s table: --id-token-source, whose choices are the
+    table's names as they stand now, then the settings the sources read."""
+    choice = Option(
+        "id_token_source",
+        "Where the platform's OIDC token comes from (docs/platforms/); auto detects it.",
+        kind="choice",
+        choices=tuple(SOURCES),
+        metavar="SOURCE",
+    )
+    return (choice, *_OPTIONS)
+
+
+def check_settings(settings: object) -> None:
+    """The settings the chosen source needs are given, and none that only another source reads."""
+    rows = {row.name: row for row in _OPTIONS}
     name = getattr(settings, "id_token_source")  # noqa: B009 - any command's settings, by option name
     source = SOURCES[name]
     for option in source.required:
