@@ -35,11 +35,9 @@ from ..options import LOG_OPTIONS, Option, add_options, read, read_toml
 from ..proxy.limits import options as limit_options
 from ..render.specs import check_settings as check_renders
 from ..render.specs import options_rows as render_options
-from ..tokens.idsources.registry import SOURCES
 from ..tokens.idsources.registry import check_settings as check_source
 from ..tokens.idsources.registry import options_rows as source_options
 
-ID_TOKEN_SOURCES = tuple(SOURCES)
 # Keys a shared TOML file may hold for other tokenrelay commands.
 FOREIGN_KEYS: frozenset[str] = frozenset()
 
