@@ -126,6 +126,15 @@ def test_a_webhook_seconds_flag_takes_zero_and_refuses_a_day() -> None:
         webhook.webhook_settings(parser.parse_args(["--shutdown-delay", "86400"]), env)
 
 
+def test_an_empty_metrics_listen_turns_the_webhooks_metrics_off() -> None:
+    """--metrics-listen "" serves no metrics port; unset, the default 0.0.0.0:9090 is served."""
+    parser = argparse.ArgumentParser()
+    webhook.add_arguments(parser)
+    env = {**URLS, "POD_NAMESPACE": "x"}
+    assert webhook.webhook_settings(parser.parse_args(["--metrics-listen", ""]), env).metrics_listen is None
+    assert webhook.webhook_settings(parser.parse_args([]), env).metrics_listen == ("0.0.0.0", 9090)
+
+
 def test_log_level_is_one_definition_for_every_command() -> None:
     """run, webhook and dev accept the same --log-level choices with the same default."""
     choices = set()
