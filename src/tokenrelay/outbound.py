@@ -34,7 +34,8 @@ def proxy_for(url: URL) -> tuple[URL | None, aiohttp.BasicAuth | None]:
     raw = urllib.request.getproxies().get(url.scheme)
     if not raw:
         return None, None
-    proxy = URL(raw)
+    # host:port alone is an http:// proxy to curl, pip and urllib: to yarl, a relative URL
+    proxy = URL(raw if "://" in raw else f"http://{raw}")
     if proxy.scheme == "https":  # aiohttp speaks plain HTTP to a proxy only, and ignores these too
         log.warning("an https:// proxy is not supported: ignored", extra={"proxy": str(proxy.origin())})
         return None, None

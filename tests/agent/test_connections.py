@@ -140,3 +140,58 @@ async def test_listen_over_tcp_is_bounded_too(rig_factory: RigFactory) -> None:
     assert (await _until_closed(reader)).startswith(b"HTTP/1.1 408 ")
     for w in (writer, second_writer):
         w.close()
+
+
+async def test_peers_that_fill_the_node_make_room_for_a_peer_with_fewer(rig_factory: RigFactory) -> None:
+    """Two peers holding every one of --max-connections with unfinished heads (a root pod can take as
+    many uids as it likes, so the per-peer cap alone does not stop it) do not lock out a third: its
+    connection takes the place of the oldest unfinished one of the peer holding the most, and its
+    pod is served."""
+    rig = await rig_factory(listen=("127.0.0.1", 0), max_connections=6, max_connections_per_peer=4)
+    pod = rig.start_pod(Pod("web-1", "web"))
+    port = rig.node_agent.tcp_port
+    assert port is not None
+
+    async def from_address(address: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        return await asyncio.open_connection("127.0.0.1", port, local_addr=(address, 0))
+
+    crowd = [await from_address("127.0.0.2") for _ in range(4)]
+    crowd += [await from_address("127.0.0.3") for _ in range(2)]
+    await _opened(rig, 6)
+    reader, writer = await from_address("127.0.0.4")
+    writer.write(
+        (
+            f"GET /v1/token?identity=alice HTTP/1.1\r\nHost: agent\r\nConnection: close\r\n"
+            f"Authorization: Bearer {rig.key.token(pod, rig.auth_url)}\r\n\r\n"
+        ).encode()
+    )
+    answer = await _until_closed(reader)
+    assert answer.startswith(b"HTTP/1.1 200 "), answer
+    assert await _until_closed(crowd[0][0]) == b""  # the oldest of the peer holding the most
+    for _, w in [*crowd, (reader, writer)]:
+        w.close()
+
+
+async def test_the_metrics_port_is_bounded_too(rig_factory: RigFactory) -> None:
+    """--metrics-listen, which any pod of the cluster can reach, has the socket's bounds: a head that
+    never ends gets a 408 and a close, one connection past --max-connections-per-peer a 429; the
+    probes are still answered."""
+    rig = await rig_factory(metrics_listen=("127.0.0.1", 0), max_connections_per_peer=2, head_timeout=10.0)
+    metrics = rig.node_agent._metrics
+    assert metrics is not None and metrics.port is not None
+    port = metrics.port
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(b"GET /metrics HTTP/1.1\r\nHost: agent\r\n")
+    await writer.drain()
+    probe, probe_writer = await asyncio.open_connection("127.0.0.1", port)
+    probe_writer.write(b"GET /healthz HTTP/1.1\r\nHost: agent\r\nConnection: close\r\n\r\n")
+    assert (await _until_closed(probe)).startswith(b"HTTP/1.1 200 ")
+    held, held_writer = await asyncio.open_connection("127.0.0.1", port)
+    extra, extra_writer = await asyncio.open_connection("127.0.0.1", port)
+    answer = await _until_closed(extra)
+    assert answer.startswith(b"HTTP/1.1 429 ") and b"TOO_MANY_CONNECTIONS_FROM_PEER" in answer, answer
+    await rig.drift(11.0)
+    for unfinished in (reader, held):
+        assert (await _until_closed(unfinished)).startswith(b"HTTP/1.1 408 ")
+    for w in (writer, probe_writer, held_writer, extra_writer):
+        w.close()

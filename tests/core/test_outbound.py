@@ -113,6 +113,23 @@ async def test_the_proxy_variables_still_route_the_exchange(
     assert seen == [f"tokens.invalid {expected}"]
 
 
+@pytest.mark.parametrize(("user", "expected"), [("", "none"), ("me:pw@", "auth")])
+async def test_a_proxy_variable_without_a_scheme_is_an_http_proxy(
+    aiohttp_server: Servers, monkeypatch: pytest.MonkeyPatch, user: str, expected: str
+) -> None:
+    """HTTP_PROXY=host:port with no http:// (as curl, pip and urllib take it) carries the exchange
+    through that proxy, its credentials too, instead of every exchange failing with a ValueError."""
+    seen: list[str] = []
+    proxy = await aiohttp_server(counting_proxy(FakeTokenService(), seen))
+    monkeypatch.setenv("HTTP_PROXY", f"{user}{proxy.host}:{proxy.port}")
+    sidecar = daemon.build(settings_for("http://tokens.invalid"), environ=OIDC)
+    try:
+        await sidecar.providers.get(API)
+    finally:
+        await sidecar.session.close()
+    assert seen == [f"tokens.invalid {expected}"]
+
+
 async def test_no_proxy_sends_the_exchange_around_the_proxy(
     aiohttp_server: Servers, monkeypatch: pytest.MonkeyPatch
 ) -> None:

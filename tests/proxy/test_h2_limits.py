@@ -397,6 +397,30 @@ async def test_the_reset_budget_outlives_a_reconnect(h2echo: H2Echo, start_proxy
     await refused_at_once(proxy.port, h2echo)
 
 
+async def test_a_reconnect_from_another_loopback_address_gets_no_fresh_budget(
+    h2echo: H2Echo, start_proxy: StartProxy
+) -> None:
+    """Any local process may connect from any address of 127/8: a client that resets streams upstream
+    and reconnects from 127.0.0.2 is calmed as from 127.0.0.1, and its next connection refused."""
+    proxy, _ = await clocked_proxy(h2echo, start_proxy, h2_resets=150)
+    for rounds, source in [(1, "127.0.0.1"), (2, "127.0.0.2")]:
+        client = await RawH2.open(proxy.port, source=source)
+        sids = [client.request(b"/slow") for _ in range(100)]
+        upstream = 100 * rounds
+        await eventually(lambda: len(h2echo.seen) == upstream, "the streams upstream")  # noqa: B023
+        for sid in sids:
+            client.h2.reset_stream(sid)
+        client.flush()
+        if source == "127.0.0.2":
+            goaway = await client.wait_closed()
+            assert goaway is not None
+            assert goaway.error_code == ErrorCodes.ENHANCE_YOUR_CALM
+        else:
+            await eventually(lambda: h2echo.resets == 100, "the streams reset upstream")
+        await client.close()
+    await refused_at_once(proxy.port, h2echo)
+
+
 async def test_hpack_bomb_is_refused(h2proxied: H2Proxied) -> None:
     """A small header block that decodes to far more than the header list limit ends the connection."""
     client = await RawH2.open(h2proxied.proxy.port, validate=False)

@@ -48,9 +48,15 @@ def test_the_peers_remembered_are_bounded() -> None:
 
 
 def test_peers_are_their_address_or_their_uid() -> None:
-    """A TCP client is its address, whatever its port; a Unix socket's client is its uid."""
-    assert peer_of(Transport(peername=("127.0.0.1", 40000))) == "127.0.0.1"
-    assert peer_of(Transport(peername=("::1", 1, 0, 0))) == "::1"
+    """A TCP client is its address, whatever its port (all of loopback one peer, an IPv6 /64 one);
+    a Unix socket's client is its uid."""
+    assert peer_of(Transport(peername=("10.1.2.3", 40000))) == "10.1.2.3"
+    assert peer_of(Transport(peername=("::ffff:10.1.2.3", 1, 0, 0))) == "10.1.2.3"
+    loopback = {("127.0.0.1", 40000), ("127.3.2.1", 1), ("::1", 1, 0, 0), ("::ffff:127.0.0.2", 1, 0, 0)}
+    assert {peer_of(Transport(peername=name)) for name in loopback} == {"loopback"}
+    one_host = {("2001:db8::1", 1, 0, 0), ("2001:db8::ffff:2", 1, 0, 0)}
+    assert {peer_of(Transport(peername=name)) for name in one_host} == {"2001:db8::/64"}
+    assert peer_of(Transport(peername=("2001:db8:0:1::1", 1, 0, 0))) == "2001:db8:0:1::/64"
     ours, theirs = socket.socketpair(socket.AF_UNIX)
     with ours, theirs:
         assert peer_of(Transport(peername="", socket=ours)) == f"uid:{os.getuid()}"

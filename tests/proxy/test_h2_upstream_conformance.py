@@ -11,6 +11,7 @@ answer (§8.1.1) is a stream error, reset at the upstream, and the client gets t
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 from collections.abc import AsyncIterator, Callable
@@ -20,6 +21,7 @@ import pytest
 from h2.errors import ErrorCodes
 
 from tokenrelay.proxy import ProxyServer
+from tokenrelay.proxy.http2.relay import H2Relay
 from tokenrelay.testing import FakeClock
 
 from ..support.h2wire import (
@@ -936,3 +938,58 @@ async def test_a_request_body_held_up_by_the_connections_window_is_not_timed_out
     await upstream.stop()
     assert not client.of_kind(HEADERS), client.summary()
     assert not client.of_kind(RST_STREAM), client.summary()
+
+
+async def test_an_upstream_header_block_that_never_ends_times_out(start_proxy: StartProxy) -> None:
+    """An upstream's HEADERS without END_HEADERS and nothing more: after header_timeout on the proxy's
+    clock that connection ends (GOAWAY ENHANCE_YOUR_CALM), its client gets a 502, and the next request
+    goes on a new connection, as a client's unfinished block ends its own."""
+    upstream = ScriptedUpstream()
+    await upstream.start()
+    clock = FakeClock()
+    api_url = f"http://127.0.0.1:{upstream.port}/base"
+    proxy = await start_proxy(api_url, Tokens().build(api_url), clock=clock, upstream_timeout=600.0)
+    scripted = Scripted(upstream, proxy)
+    client = await scripted.call(b"/stuck")
+    up = await upstream.connection()
+    sid, _ = await up.next_request()
+    up.send(up.headers(sid, OK, end=False, end_headers=False))
+    h2 = proxy.context.h2
+    assert isinstance(h2, H2Relay)
+    conns = h2.pool._conns
+    await eventually(lambda: any(c.session.block_since is not None for c in conns), "the block begun")
+    clock.tick(10.5)
+    proxy.check_timeouts()
+    sent = await up.wait(lambda f: f.kind == GOAWAY, "a GOAWAY")
+    reply = await client.answer(1)
+    await client.close()
+    assert sent.code == E.ENHANCE_YOUR_CALM, up.summary()
+    assert reply.status == b"502", reply
+    await still_serves(scripted)
+    await upstream.stop()
+
+
+@pytest.mark.parametrize(
+    "flood",
+    [ping(b"floodme!") * 5000, settings({MAX_CONCURRENT_STREAMS: 100}) * 5000],
+    ids=["PING", "SETTINGS"],
+)
+async def test_an_upstream_flooding_frames_that_ask_a_reply_is_calmed(
+    scripted: Scripted, flood: bytes
+) -> None:
+    """5,000 PINGs or SETTINGS from the upstream at once, each asking an ACK that piles up in the
+    proxy while the upstream does not read (CVE-2019-9512): that connection ends (GOAWAY
+    ENHANCE_YOUR_CALM, unless the close's reset overtakes it), the client's stream gets a 502, and the
+    next request is served on a new connection, as a client's flood is calmed."""
+    client = await scripted.call()
+    up = await scripted.upstream.connection()
+    await up.next_request()
+    up.send(flood, ping(b"barrier!"))
+    with contextlib.suppress(AssertionError):  # no ACK of it once the proxy has closed
+        await up.wait(lambda f: f.kind == PING and f.payload == b"barrier!", "the barrier's ACK")
+    await up.closed()
+    reply = await client.answer(1)
+    await client.close()
+    assert {f.code for f in up.of_kind(GOAWAY)} <= {E.ENHANCE_YOUR_CALM}, up.summary()
+    assert reply.status == b"502", reply
+    await still_serves(scripted)

@@ -58,8 +58,10 @@ class RawH2:
         self._task = asyncio.ensure_future(self._read())
 
     @classmethod
-    async def open(cls, port: int, *, validate: bool = True) -> RawH2:
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    async def open(cls, port: int, *, validate: bool = True, source: str | None = None) -> RawH2:
+        """A connection to the proxy on loopback; ``source``: the local address it comes from."""
+        local = None if source is None else (source, 0)
+        reader, writer = await asyncio.open_connection("127.0.0.1", port, local_addr=local)
         client = cls(reader, writer, validate)
         client.h2.initiate_connection()
         client.flush()

@@ -12,7 +12,9 @@ connections may hold is capped here, before aiohttp parses a byte.
 The peer is a uid, not a pid: the agent runs in its own pid namespace (no ``hostPID``), where the
 pid of another pod's process reads as 0, and one pod may fork as many processes as it likes. Pods
 that run as the same uid share that uid's cap; what is fair between pods is the per-pod request
-rate (``ratelimit``), which needs the verified token and so comes later.
+rate (``ratelimit``), which needs the verified token and so comes later. A pod that runs as root
+may take any uid, so at the node's cap a newcomer whose peer holds fewer connections than the peer
+holding the most takes the place of that peer's oldest connection not in a request.
 
 Deadlines are swept every ``SWEEP_EVERY`` seconds on the injected clock (the tests drive a
 FakeClock): a timeout is late by at most that much.
@@ -171,7 +173,7 @@ class Connections:
     def admit(self, guard: _Guard) -> bytes | None:
         """Count ``guard``'s connection in, or the answer that refuses it."""
         limits = self.limits
-        if len(self._open) >= limits.max_connections:
+        if len(self._open) >= limits.max_connections and not self._make_room(guard.peer):
             self._on_refused("TOO_MANY_CONNECTIONS")
             return self._full
         if self._per_peer[guard.peer] >= limits.max_connections_per_peer:
@@ -189,6 +191,23 @@ class Connections:
         self._per_peer[guard.peer] += 1
         guard.deadline = self.now() + limits.head_timeout
         return None
+
+    def _make_room(self, peer: str) -> bool:
+        """At the node's cap: close the oldest connection not in a request of the peer holding the
+        most, if that peer holds more than ``peer`` would with one more; whether room was made."""
+        # A root pod may take any uid, so per-peer caps alone let it fill the node's; this way the
+        # node's cap is shared out, and a peer that keeps few connections always gets one in.
+        biggest, held = max(self._per_peer.items(), key=lambda item: item[1])
+        if held <= self._per_peer[peer] + 1:
+            return False
+        for victim in self._open.values():  # oldest first
+            if victim.peer == biggest and victim.deadline is not None:  # waiting for a head, or idle
+                assert victim.transport is not None
+                victim.transport.close()
+                self.release(victim)
+                self._on_refused("TOO_MANY_CONNECTIONS")
+                return True
+        return False
 
     def release(self, guard: _Guard) -> None:
         if guard.transport is None or self._open.pop(guard.transport, None) is None:

@@ -96,6 +96,14 @@ class NodeAgent:
             on_refused=self.metrics.refused,
             on_closed=self.metrics.timed_out,
         )
+        # --metrics-listen is on the pod network, open to every pod of the cluster: bounded the same
+        self.metrics_connections = Connections(
+            limits,
+            clock=clock,
+            sleep=sleep,
+            on_refused=self.metrics.refused,
+            on_closed=self.metrics.timed_out,
+        )
         if keys is not None:
             load = keys
         elif settings.cluster_jwks_file:
@@ -158,9 +166,14 @@ class NodeAgent:
         s = self.settings
         if s.metrics_listen is not None:
             self._metrics = MetricsServer(
-                s.metrics_listen, self.registry, self.ready, shutdown_grace=s.shutdown_grace
+                s.metrics_listen,
+                self.registry,
+                self.ready,
+                shutdown_grace=s.shutdown_grace,
+                guard=self.metrics_connections,
             )
             await self._metrics.start()
+            self._tasks.append(asyncio.ensure_future(self.metrics_connections.run()))
         if self._pod_source is None or s.startup_taint or not s.cluster_issuer:
             from lightkube import AsyncClient
 

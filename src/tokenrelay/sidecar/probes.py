@@ -8,19 +8,32 @@ prometheus-client is imported only when the metrics port is built: it costs idle
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+import socket
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Protocol
 
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 
 from ..lite import aip193
 from ..lite.aip193 import Code
 from ..lite.names import DEFAULT_SHUTDOWN_GRACE, where
+from ..servingsite import ServingSite
 from .listening import bind_error
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
+
+
+class Guard(Protocol):
+    """What bounds a listener's connections before aiohttp parses them (agent.connections.Connections)."""
+
+    def protocols(self, server: web.Server) -> Callable[[], asyncio.BaseProtocol]: ...
+
+    def middleware(self) -> Middleware: ...
+
 
 log = logging.getLogger("tokenrelay.metrics")
 
@@ -63,9 +76,11 @@ async def serve_metrics(request: web.Request) -> web.Response:
     return web.Response(body=body, headers={"Content-Type": content_type, "Cache-Control": "no-store"})
 
 
-def create_app(registry: CollectorRegistry, ready: Callable[[], str | None]) -> web.Application:
+def create_app(
+    registry: CollectorRegistry, ready: Callable[[], str | None], middlewares: Iterable[Middleware] = ()
+) -> web.Application:
     """/metrics, /healthz and /readyz; deliberately no /v1/token."""
-    app = web.Application()
+    app = web.Application(middlewares=middlewares)
     app[METRICS_REGISTRY] = registry
     app.router.add_get("/metrics", serve_metrics)
     health_routes(app, ready)
@@ -82,10 +97,12 @@ class MetricsServer:
         ready: Callable[[], str | None],
         *,
         shutdown_grace: float = DEFAULT_SHUTDOWN_GRACE,
+        guard: Guard | None = None,
     ) -> None:
         self._host, self._port = listen
+        self._guard = guard
         self._runner = web.AppRunner(
-            create_app(registry, ready),
+            create_app(registry, ready, () if guard is None else (guard.middleware(),)),
             access_log=None,
             handle_signals=False,
             shutdown_timeout=shutdown_grace,
@@ -94,9 +111,13 @@ class MetricsServer:
 
     async def start(self) -> None:
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self._host, self._port)
         try:
-            await site.start()
+            if self._guard is None:
+                await web.TCPSite(self._runner, self._host, self._port).start()
+            else:
+                family = socket.AF_INET6 if ":" in self._host else socket.AF_INET
+                sock = socket.create_server((self._host, self._port), family=family)
+                await ServingSite(self._runner, sock, self._guard.protocols).start()
         except OSError as exc:
             await self._runner.cleanup()
             raise bind_error(exc, where("metrics_listen"), self._host, self._port) from None

@@ -7,8 +7,11 @@ budget is the peer's: its client address (a Unix socket's: the peer's uid), a bu
 ``Limits.h2_resets`` resets that refills at as many per second. Every stream the client resets, or
 leaves open by going away, spends one; a connection that resets beyond the bucket gets GOAWAY
 ENHANCE_YOUR_CALM, and a new connection of a peer whose bucket is empty is refused the same way until
-it refills (at most a second). Clients behind one address share one bucket: on loopback, every local
-client of the proxy.
+it refills (at most a second). Clients behind one address share one bucket, and so does every
+address one client may pick: all of loopback (any local process may connect from any of 127/8, or
+::1), and an IPv6 /64 (a host is given one whole). So on loopback every local client of the proxy
+shares one budget: one that resets at will can get another's connection calmed, but cannot buy a
+fresh budget by connecting from another address.
 
 At most ``PEERS_KEPT`` peers are remembered (a peer's count is a count a peer controls too): the
 oldest goes first; a full bucket is forgotten at the sweep.
@@ -16,6 +19,7 @@ oldest goes first; a full bucket is forgotten at the sweep.
 
 from __future__ import annotations
 
+import ipaddress
 import socket
 import struct
 from collections.abc import Callable
@@ -29,7 +33,7 @@ def peer_of(transport: Any) -> str:
     """The budget's key for a client connection: its address, or for a Unix socket the peer's uid."""
     peername = transport.get_extra_info("peername")
     if isinstance(peername, tuple) and peername:
-        return str(peername[0])
+        return _address_key(str(peername[0]))
     sock = transport.get_extra_info("socket")
     if sock is not None and getattr(sock, "family", None) == socket.AF_UNIX:
         try:
@@ -38,6 +42,21 @@ def peer_of(transport: Any) -> str:
             return "unix"
         return f"uid:{_UCRED.unpack(raw)[1]}"
     return "unknown"
+
+
+def _address_key(host: str) -> str:
+    """One key for the addresses one client may choose between: loopback, an IPv6 /64."""
+    try:
+        address: ipaddress.IPv4Address | ipaddress.IPv6Address = ipaddress.ip_address(host.split("%")[0])
+    except ValueError:
+        return host
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    if address.is_loopback:
+        return "loopback"
+    if isinstance(address, ipaddress.IPv6Address):
+        return str(ipaddress.IPv6Network((address, 64), strict=False))
+    return str(address)
 
 
 class ResetBudget:

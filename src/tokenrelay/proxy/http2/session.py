@@ -121,6 +121,7 @@ class Session:
         self.out = bytearray()
         self.closed = False  # GOAWAY sent for an error, or the connection is gone: nothing more is read
         self.controls = 0
+        self.asks = 0  # PINGs and SETTINGS read, each answered with an ACK: the caller bounds them
         self._buffer = b""
         self._preface = not client  # a client's preface still to check
         self._settled = False  # the peer's first frame, a SETTINGS, came
@@ -490,6 +491,7 @@ class Session:
                 raise SessionError(f.FRAME_SIZE_ERROR, "SETTINGS ACK with a payload")
             self._settings_acked()
             return
+        self.asks += 1
         if len(payload) % 6:
             raise SessionError(f.FRAME_SIZE_ERROR, "SETTINGS not a multiple of 6 bytes")
         self._settings(payload)
@@ -504,6 +506,7 @@ class Session:
         if len(payload) != 8:
             raise SessionError(f.FRAME_SIZE_ERROR, "PING not of 8 bytes")
         if not flags & f.ACK:
+            self.asks += 1
             self.out += f.frame(f.PING, f.ACK, 0, payload)
 
     def _read_goaway(self, sid: int, flags: int, payload: bytes) -> None:

@@ -75,6 +75,7 @@ class H2Upstream(asyncio.Protocol):
             decoder=UpstreamDecoder(limits.header_bytes),  # Huffman strings remembered: only the upstream's
             max_block=limits.header_bytes,
             connection_window=self.max_streams * limits.h2_upstream_stream_window,  # one for every stream
+            clock=pool.clock,  # block_since, judged by the pool's sweep on the proxy's clock
         )
         self.valid = ValidationMemo()  # §8.1.1: a malformed answer is not passed on
         self.header_count = limits.header_count
@@ -162,11 +163,25 @@ class H2Upstream(asyncio.Protocol):
             self.close(why)
             self.flusher.run()
             return
+        if self.session.asks > self.pool.limits.h2_control_frames:
+            # Not ``controls``, as for a client: frames in flight on streams we reset count there,
+            # and a false alarm here would end every client's streams on the connection.
+            self.calm("PING or SETTINGS flood")
+            return
         self.mark()
         self.flusher.run()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.close("the upstream closed the connection")
+        self.flusher.run()
+
+    def calm(self, why: str) -> None:
+        """End the connection for an upstream that holds it up: GOAWAY ENHANCE_YOUR_CALM."""
+        why = f"the upstream broke the proxy's limits: {why}"
+        log.warning("upstream failed", extra={"error": why, "protocol": "h2"})
+        self.session.close(f.ENHANCE_YOUR_CALM)
+        self.flush()
+        self.close(why)
         self.flusher.run()
 
     def pause_writing(self) -> None:
@@ -348,7 +363,12 @@ class H2Pool:
 
     def sweep(self, now: float) -> None:
         for conn in list(self._conns):
-            if not conn.streams and now - conn.idle_since > self.limits.upstream_idle_timeout:
+            conn.session.asks = 0  # a second's worth
+            since = conn.session.block_since
+            if since is not None and now - since > self.limits.header_timeout:
+                # a block in progress stops every other frame, so every client's streams on it
+                conn.calm("header block unfinished")
+            elif not conn.streams and now - conn.idle_since > self.limits.upstream_idle_timeout:
                 conn.close()
 
     def close(self) -> None:
