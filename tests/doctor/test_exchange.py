@@ -4,7 +4,9 @@ emulator (or the FakeTokenService where the emulator cannot misbehave that way).
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from email.utils import formatdate
@@ -17,7 +19,7 @@ from aiohttp.test_utils import TestServer
 
 from tokenrelay.doctor import service
 from tokenrelay.doctor.oidc import OidcToken
-from tokenrelay.doctor.report import Outcome
+from tokenrelay.doctor.report import Check, Outcome
 from tokenrelay.sidecar.settings import Settings
 from tokenrelay.testing import FakeTokenService, loopback_certificates, make_jwt
 
@@ -245,6 +247,7 @@ async def test_an_untrusted_certificate_names_the_ca_fix(
     assert finding(report, "service.exchange").outcome is Outcome.SKIPPED
 
 
+HANG = 60.0  # seconds: only a guard against a hung test, never a measure
 NETRC = "machine 127.0.0.1 login me password from-a-file\ndefault login anyone password from-a-file\n"
 
 
@@ -283,3 +286,59 @@ async def test_an_internal_error_in_the_exchange_is_shown_with_a_netrc_naming_it
         f"NETRC={tmp_path}/netrc has a machine entry for the token service's host 127.0.0.1" in netrc.message
     )
     assert "eyJ" not in crashed.message + netrc.message + (netrc.fix or "")
+
+
+async def crash_with_netrc(tmp_path: Path, netrc_path: Path) -> list[Check]:
+    """The exchange checks against a closed session (an internal error), NETRC naming ``netrc_path``."""
+    url = "http://127.0.0.1:9"  # never reached: the session is closed
+    oidc = make_jwt({"iss": "https://issuer.test", "sub": "ci", "exp": int(time.time()) + 600})
+    settings = Settings(auth_url=url, api_url=url, identity="org/ci", id_token_file=str(tmp_path / "t"))
+    session = aiohttp.ClientSession()
+    await session.close()
+    return await service.exchanges(settings, session, OidcToken(oidc, {}), (url,), {"NETRC": str(netrc_path)})
+
+
+def feed(fifo: Path) -> None:
+    """Write a .netrc naming the token service's host into ``fifo`` once a reader opens it."""
+    try:
+        with fifo.open("w") as pipe:
+            pipe.write(NETRC)
+    except BrokenPipeError:
+        pass  # the reader looked and went
+
+
+async def test_a_fifo_at_netrc_is_a_warning_never_a_hang(tmp_path: Path) -> None:
+    """With NETRC naming a FIFO, the doctor's .netrc check after an internal error warns that it is
+    a named pipe, naming NETRC in the fix, and never opens it to wait for a writer."""
+    fifo = tmp_path / "netrc"
+    os.mkfifo(fifo)
+    # a writer that would let a blocking reader through, with a .netrc the check must not see
+    writer = threading.Thread(target=feed, args=(fifo,), daemon=True)
+    writer.start()
+    try:
+        crashed, netrc = await crash_with_netrc(tmp_path, fifo)
+    finally:
+        reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # lets the writer through, if still there
+        writer.join(HANG)
+        os.close(reader)
+    assert crashed.outcome is Outcome.FAILED
+    assert netrc.id == "service.netrc" and netrc.outcome is Outcome.WARNING
+    assert f"NETRC={fifo} is a named pipe (FIFO), not a regular file" in netrc.message
+    assert netrc.fix is not None and "point NETRC at a regular file" in netrc.fix
+
+
+@pytest.mark.parametrize("kind", ["directory", "huge"])
+async def test_a_directory_or_a_huge_file_at_netrc_is_a_warning(tmp_path: Path, kind: str) -> None:
+    """A directory at NETRC, or a file over 1 MiB (even one naming the token service's host at its
+    end), is a warning saying so, naming NETRC in the fix; the file is not parsed."""
+    where = tmp_path / "netrc"
+    if kind == "directory":
+        where.mkdir()
+    else:
+        where.write_text("# padding\n" * (1 << 17) + NETRC)
+    _, netrc = await crash_with_netrc(tmp_path, where)
+    assert netrc.id == "service.netrc" and netrc.outcome is Outcome.WARNING
+    said = "is a directory, not a regular file" if kind == "directory" else "is over 1 MiB"
+    assert f"NETRC={where} {said}" in netrc.message
+    assert netrc.fix is not None and "point NETRC at a regular file" in netrc.fix
+    assert "from-a-file" not in netrc.message

@@ -8,7 +8,11 @@ import errno
 import logging
 import os
 import stat
+import subprocess
+import sys
+import threading
 import types
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -18,6 +22,9 @@ from tokenrelay.errors import SinkError
 from tokenrelay.helpers.hosts import parse_spec
 from tokenrelay.lite import files
 from tokenrelay.render import RenderSink, parse
+from tokenrelay.render.dockerconfig import DockerConfig
+from tokenrelay.render.format import Entry
+from tokenrelay.render.table import Render
 from tokenrelay.sidecar.metrics import Metrics
 from tokenrelay.sidecar.sinks import FileSink
 from tokenrelay.tokens.sts import Issued
@@ -274,3 +281,95 @@ def test_a_users_file_that_is_only_a_skeleton_survives_a_clean_stop(
     assert path.read_text() != text
     sink.clear()
     assert path.exists() and path.read_text() == text
+
+
+HANG = 60.0  # seconds: only a guard against a hung test, never a measure
+
+
+class PausedDockerConfig(DockerConfig):
+    """docker-config that stops in the middle of a read-modify-write (file and aside file read, the
+    new text not yet written) until the test lets it go."""
+
+    def __init__(self) -> None:
+        self.inside, self.go = threading.Event(), threading.Event()
+
+    def render(
+        self,
+        existing: str | None,
+        owned: Sequence[str],
+        entries: Sequence[Entry],
+        aside: Mapping[str, str] | None = None,
+    ) -> str | None:
+        if entries:
+            self.inside.set()
+            self.go.wait(HANG)
+        return super().render(existing, owned, entries, aside)
+
+
+def test_two_relays_on_one_file_never_lose_the_users_entry(tmp_path: Path) -> None:
+    """Two relays rendering one config.json: one's clean stop, run while the other is between reading
+    the file and writing it, waits its turn, and the user's entry is back after both clean stops."""
+    filename, user = USERS_OWN["docker-config"]
+    path = tmp_path / filename
+    path.write_text(user)
+    waiting = threading.Event()  # set when the first relay waits for the lock, or is done
+    first = RenderSink(parse(f"docker-config={path}"), HOSTS, sleep=lambda _: waiting.set())
+    exchange(first, "first-token")
+    paused = PausedDockerConfig()
+    second = RenderSink(Render("docker-config", paused, path), HOSTS)
+    writing = threading.Thread(target=exchange, args=(second, "second-token"))
+    writing.start()
+    assert paused.inside.wait(HANG), "the second relay never began its write"
+
+    def stop() -> None:
+        first.clear()
+        waiting.set()
+
+    stopping = threading.Thread(target=stop)
+    stopping.start()
+    assert waiting.wait(HANG), "the first relay's clean stop neither waited nor ended"
+    paused.go.set()
+    writing.join()
+    stopping.join()
+    second.clear()
+    assert path.read_text() == user
+    assert not path.with_name(filename + ".tokenrelay-aside").exists()
+    assert not path.with_name(filename + ".tokenrelay-lock").exists()
+
+
+def test_a_lock_held_too_long_is_an_error_naming_the_lock_file(tmp_path: Path) -> None:
+    """A render whose lock another process holds over 10 s is not written: the error names the lock
+    file and the file stays as it was; the next refresh, with the lock free, writes it."""
+    filename, user = USERS_OWN["docker-config"]
+    path = tmp_path / filename
+    path.write_text(user)
+    now = [0.0]
+
+    def sleep(seconds: float) -> None:
+        now[0] += seconds
+
+    sink = RenderSink(parse(f"docker-config={path}"), HOSTS, clock=lambda: now[0], sleep=sleep)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(path) + ".tokenrelay-lock"], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
+        with pytest.raises(SinkError) as caught:
+            sink.write_tokens({AUD: token("tok")})
+    finally:
+        holder.kill()
+        holder.wait()
+    assert f"{path}.tokenrelay-lock for over 10 s" in str(caught.value)
+    assert path.read_text() == user
+    sink.write_tokens({AUD: token("tok")})
+    assert sink.render.format.tokens(path.read_text())["registry.example.test"] == "tok"
+
+
+# Another process that takes a render's lock and keeps it until killed.
+HOLD = """
+import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)
+fcntl.flock(fd, fcntl.LOCK_EX)
+print("locked", flush=True)
+time.sleep(600)
+"""

@@ -3,6 +3,7 @@ per audience, a refusal explained in the service's own words next to the OIDC to
 
 from __future__ import annotations
 
+import io
 import netrc
 import os
 import ssl
@@ -18,6 +19,7 @@ from ..errors import ExchangeError
 from ..lite import aip193
 from ..lite.jwtclaims import numeric_claim, unverified_claims
 from ..lite.redact import fingerprint, scrub
+from ..lite.regularfile import NotRegularFile, read_regular
 from ..lite.stsanswer import http_date
 from ..lite.timestamps import format_timestamp
 from ..lite.unreachable import unreachable_text
@@ -29,6 +31,7 @@ from .report import Check, failed, passed, skipped, warning
 SKEW_WARN = 30.0  # seconds; an OIDC token's iat/nbf checks usually allow about a minute
 SKEW_FAIL = 300.0
 MAX_ERROR_WORDS = 300  # characters of an internal error's own message quoted
+MAX_NETRC = 1 << 20  # bytes; a .netrc is a few lines
 
 
 def ca_in_use(environ: Mapping[str, str] = os.environ) -> str:
@@ -153,20 +156,59 @@ async def exchanges(
     return checks
 
 
-def netrc_entry(host: str, environ: Mapping[str, str]) -> str | None:
-    """Which entry of the .netrc that HTTP clients read (NETRC, else ~/.netrc) gives ``host``
-    credentials, said as "NETRC=PATH has a default entry"; None when none does or it cannot be read."""
+def netrc_check(host: str, environ: Mapping[str, str]) -> Check | None:
+    """A warning when the .netrc that HTTP clients read (NETRC, else ~/.netrc) gives ``host``
+    credentials, or is no regular file of a credentials file's size (read bounded and without
+    blocking: a FIFO there would hang the doctor); None when it is absent, unreadable or harmless."""
     named = environ.get("NETRC")
     path = Path(named) if named else Path(environ.get("HOME") or Path.home()) / ".netrc"
     where = f"NETRC={path}" if named else str(path)
+    fix = (
+        "point NETRC at a regular file, or unset it" if named else f"make {path} a regular file or remove it"
+    )
     try:
-        hosts = netrc.netrc(str(path)).hosts
-    except (OSError, netrc.NetrcParseError):
+        raw = read_regular(str(path), MAX_NETRC)
+    except FileNotFoundError:
         return None
-    if host in hosts:
-        return f"{where} has a machine entry"
-    if "default" in hosts:
-        return f"{where} has a default entry"
+    except (IsADirectoryError, NotRegularFile) as exc:
+        kind = exc.kind if isinstance(exc, NotRegularFile) else "a directory"
+        return warning(
+            "service.netrc",
+            f"{where} is {kind}, not a regular file: the doctor did not read it, and an HTTP client "
+            "that reads .netrc may hang on it or fail",
+            fix,
+        )
+    except OSError:
+        return None  # no client can read it either, so none adds its credentials
+    if len(raw) > MAX_NETRC:
+        return warning(
+            "service.netrc", f"{where} is over 1 MiB, too big to be a .netrc: the doctor did not read it", fix
+        )
+    entry = _netrc_entry(host, raw, str(path))
+    if entry is None:
+        return None
+    return warning(
+        "service.netrc",
+        f"{where} has {entry} for the token service's host {host}: an HTTP client that reads .netrc "
+        "adds its credentials to every request there, the exchange's included",
+        f"take {host} (and any default entry) out of that file, or point NETRC at one without it",
+    )
+
+
+def _netrc_entry(host: str, raw: bytes, path: str) -> str | None:
+    """Which entry of the .netrc text ``raw`` gives ``host`` credentials: "a machine entry", "a
+    default entry", or None (none does, or it does not parse, so clients ignore it too)."""
+    parsed = netrc.netrc.__new__(netrc.netrc)
+    parsed.hosts, parsed.macros = {}, {}
+    try:
+        # the stdlib's parser, fed the bytes read here: netrc.netrc(path) opens the path itself
+        parsed._parse(path, io.StringIO(raw.decode("utf-8", "replace")), False)  # type: ignore[attr-defined]
+    except netrc.NetrcParseError:
+        return None
+    if host in parsed.hosts:
+        return "a machine entry"
+    if "default" in parsed.hosts:
+        return "a default entry"
     return None
 
 
@@ -187,16 +229,9 @@ def _crashed(
         )
     ]
     host = URL(settings.auth_url).host
-    entry = netrc_entry(host, environ) if host else None
-    if entry is not None:
-        checks.append(
-            warning(
-                "service.netrc",
-                f"{entry} for the token service's host {host}: an HTTP client that reads .netrc "
-                "adds its credentials to every request there, the exchange's included",
-                f"take {host} (and any default entry) out of that file, or point NETRC at one without it",
-            )
-        )
+    netrc_warning = netrc_check(host, environ) if host else None
+    if netrc_warning is not None:
+        checks.append(netrc_warning)
     return checks
 
 

@@ -8,12 +8,14 @@ disk, a read-only path, a file that is not JSON) is one error line and a metric:
 whole, the socket keeps serving, and the next refresh tries again. ``clear`` takes tokenrelay's
 entries out on a clean stop, and removes the file when tokenrelay made it and nothing else is in it.
 The user's own entries under keys tokenrelay owns are kept in ``aside`` before they are replaced, and
-``clear`` puts them back.
+``clear`` puts them back. Each read-modify-write of the render and its aside file holds ``lock``, so
+two tokenrelay processes rendering one file take turns.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 
 from ..errors import SinkError, TokenRelayError
@@ -22,7 +24,7 @@ from ..lite.regularfile import read_regular
 from ..sidecar import sinks
 from ..tokens.sts import Issued
 from ..tokens.token import Token
-from . import aside
+from . import aside, lock
 from .format import Entry, FormatError
 from .table import Render
 
@@ -41,12 +43,20 @@ class RenderSink:
     """One --render."""
 
     def __init__(
-        self, render: Render, hosts: Sequence[Host], mode: int = 0o600, report: Report = _unreported
+        self,
+        render: Render,
+        hosts: Sequence[Host],
+        mode: int = 0o600,
+        report: Report = _unreported,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.render = render
         self.hosts = tuple(hosts)
         self.mode = mode
         self._report = report
+        self._clock, self._sleep = clock, sleep  # the wait for another process's lock
         self._owned = tuple(dict.fromkeys(render.format.key(host) for host in self.hosts))
         self._audiences = frozenset(host.audience for host in self.hosts)
         self._tokens: dict[str, Token] = {}
@@ -109,20 +119,8 @@ class RenderSink:
     def _apply(self, entries: list[Entry]) -> None:
         fmt, path = self.render.format, self.render.path
         try:
-            existing = _read(str(path))
-            if self._existed is None:
-                self._existed = existing is not None
-            kept = self._set_aside(existing)
-            text = fmt.render(existing, self._owned, entries, kept)
-            if not entries and not self._existed and text in (None, "", fmt.render(None, (), [])):
-                text = None  # tokenrelay made the file and nothing but its skeleton is left
-            if text is None:
-                if existing is not None:
-                    path.unlink()
-            elif text != existing:
-                sinks.write_regular(path, text.encode(), self.mode)
-            if kept and not entries:
-                aside.remove(path)  # only now: the user's entries are back in the file written
+            with lock.held(path, clock=self._clock, sleep=self._sleep):
+                self._rewrite(entries)
         except FormatError as exc:
             self._report(fmt.name, self.path, False)
             raise SinkError(f"cannot render {fmt.name} into {path} (--render): {exc}") from None
@@ -132,6 +130,25 @@ class RenderSink:
                 f"cannot write {path} (--render {self.render.spec}): {exc.strerror or exc}"
             ) from None
         self._report(fmt.name, self.path, True)
+
+    def _rewrite(self, entries: list[Entry]) -> None:
+        """Read, render and write the file and its aside file; raises FormatError, OSError.
+        Precondition: holds the render's lock."""
+        fmt, path = self.render.format, self.render.path
+        existing = _read(str(path))
+        if self._existed is None:
+            self._existed = existing is not None
+        kept = self._set_aside(existing)
+        text = fmt.render(existing, self._owned, entries, kept)
+        if not entries and not self._existed and text in (None, "", fmt.render(None, (), [])):
+            text = None  # tokenrelay made the file and nothing but its skeleton is left
+        if text is None:
+            if existing is not None:
+                path.unlink()
+        elif text != existing:
+            sinks.write_regular(path, text.encode(), self.mode)
+        if kept and not entries:
+            aside.remove(path)  # only now: the user's entries are back in the file written
 
     def _set_aside(self, existing: str | None) -> dict[str, str]:
         """Every entry set aside from this render: those kept before (by an earlier run too), with
