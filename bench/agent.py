@@ -33,7 +33,7 @@ sys.path.insert(0, str(REPO))
 
 from tests.support import k8s  # noqa: E402
 
-from tokenrelay.cli import loop_factory  # noqa: E402
+from tokenrelay.serving.startup import loop_factory  # noqa: E402
 from tokenrelay.testing import FakeTokenService, ThreadedServer  # noqa: E402
 
 NODE = "bench-node"

@@ -8,10 +8,7 @@ import sys
 TYPE_CHECKING = False  # not typing's: ``tokenrelay go-auth`` is a helper, and pays for every import
 if TYPE_CHECKING:
     import argparse
-    import asyncio
-    from collections.abc import Callable, Coroutine, Sequence
-
-    from .sidecar.settings import Settings
+    from collections.abc import Callable, Sequence
 
 
 # Subcommands that live in their own modules: ``add_arguments(parser)`` and ``run(args) -> int``.
@@ -133,104 +130,9 @@ def _run_plugin(name: str, words: list[str]) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from .errors import ConfigError
-    from .sidecar import settings as runsettings
+    from .sidecar.command import run
 
-    try:
-        settings = runsettings.load(args)
-    except ConfigError as exc:
-        print(f"tokenrelay run: {exc}", file=sys.stderr)
-        return 2
-    from .sidecar import logs
-
-    logs.setup(settings.log_level, settings.log_format)
-    return run_settings(settings, reload=lambda: runsettings.load(args))
-
-
-def run_settings(settings: Settings, reload: Callable[[], Settings] | None = None) -> int:
-    """Run the daemon (see daemon_loop_factory for its event loop); ``reload`` re-reads settings (SIGHUP)."""
-    import asyncio
-
-    from .errors import ConfigError
-
-    prepare_daemon()
-    from .sidecar import daemon
-
-    try:
-        with asyncio.Runner(loop_factory=daemon_loop_factory(settings)) as runner:
-            return runner.run(daemon.serve(settings, reload=reload))
-    except ConfigError as exc:
-        print(f"tokenrelay run: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130
-
-
-def prepare_daemon() -> None:
-    """Call before importing ``sidecar.daemon`` (``run``, ``exec``): what its imports must find."""
-    import os
-
-    # Before aiohttp loads frozenlist: its C++ extension brings libstdc++ into the process, 1.2 MiB
-    # of idle RSS (bench/idle_rss.py), for lists aiohttp freezes at start-up; the pure-Python twin
-    # serves them as well. Set only when the user has not chosen.
-    os.environ.setdefault("FROZENLIST_NO_EXTENSIONS", "1")
-    from .sidecar.mimetable import load_aiohttp_web
-    from .systemroots import no_default_roots
-
-    with no_default_roots():  # aiohttp's import-time contexts: replaced by clienttls before any use
-        load_aiohttp_web()  # before daemon's imports: aiohttp's file-type table skips /etc/mime.types
-
-
-def run_service(
-    name: str, main: Callable[[], Coroutine[object, object, int]], *, log_level: str, interrupted: int
-) -> int:
-    """A long-running command other than ``run`` (``dev``, ``emulate``): text logs on stderr (stdout
-    carries the lines a user or a test reads), ``main()`` on uvloop, a ConfigError as its one line
-    (exit 2), a missing package as one line too (the container image leaves the emulator's gRPC
-    packages out), and Ctrl-C as exit status ``interrupted``."""
-    import asyncio
-
-    from .errors import ConfigError
-    from .sidecar import logs
-
-    logs.setup(log_level, "text")
-    try:
-        with asyncio.Runner(loop_factory=loop_factory(True)) as runner:
-            return runner.run(main())
-    except ConfigError as exc:
-        print(f"tokenrelay {name}: {exc}", file=sys.stderr)
-        return 2
-    except ModuleNotFoundError as exc:
-        print(
-            f"tokenrelay {name}: this installation lacks the Python module {exc.name} (the container "
-            "image leaves out the emulator's packages); run it where `pip install tokenrelay` installed "
-            "all of them",
-            file=sys.stderr,
-        )
-        return 2
-    except KeyboardInterrupt:
-        return interrupted
-
-
-def loop_factory(uvloop: bool) -> Callable[[], asyncio.AbstractEventLoop] | None:
-    """uvloop's loop when asked for and installed, else None (asyncio's own)."""
-    if not uvloop:
-        return None
-    try:
-        import uvloop as fast_loop
-    except ImportError:
-        return None
-    factory: Callable[[], asyncio.AbstractEventLoop] = fast_loop.new_event_loop
-    return factory
-
-
-def daemon_loop_factory(settings: Settings) -> Callable[[], asyncio.AbstractEventLoop] | None:
-    """uvloop for the proxy only, where it pays; asyncio's own loop otherwise.
-
-    Measured with bench/token_api.py: uvloop changes nothing for the local API (aiohttp's handler
-    is the cost, not the loop) but adds 2 MiB to the idle RSS (40.5 against 38.6 MiB).
-    """
-    return loop_factory(settings.proxy_listen is not None)
+    return run(args)
 
 
 def _token(args: argparse.Namespace) -> int:

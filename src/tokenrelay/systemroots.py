@@ -7,7 +7,7 @@ instead: OpenSSL then reads only the issuer a handshake asks for. The trusted se
 verification and hostname checks stay on. When ``SSL_CERT_FILE`` or ``SSL_CERT_DIR`` names a store
 other than OpenSSL's default, or there is no hashed directory, the bundle is loaded as before, so no
 root the operator configured is left out. Used by the proxy (proxy/target.py, proxy/http2/upstream.py)
-and the sidecar's HTTP session (sidecar/clienttls.py). ``no_default_roots`` keeps the contexts aiohttp
+and the sidecar's HTTP session (serving/clienttls.py). ``no_default_roots`` keeps the contexts aiohttp
 builds when it is imported from parsing the bundle at all, since clienttls replaces them anyway.
 Standard library only.
 """

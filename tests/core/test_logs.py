@@ -12,7 +12,7 @@ from aiohttp import web
 from tokenrelay.errors import TokenUnavailable
 from tokenrelay.lite import aip193
 from tokenrelay.lite.redact import scrub
-from tokenrelay.sidecar import logs
+from tokenrelay.serving import logs
 from tokenrelay.testing import refusal
 from tokenrelay.tokens.sts import Issued
 
@@ -79,7 +79,7 @@ def test_setup_keeps_hpack_quiet_even_at_debug() -> None:
     import io
     import logging
 
-    from tokenrelay.sidecar import logs
+    from tokenrelay.serving import logs
 
     logs.setup("debug", "text", io.StringIO())
     try:

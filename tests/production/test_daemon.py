@@ -96,31 +96,47 @@ async def test_metrics_port_of_a_running_sidecar(
     assert reply.token not in text
 
 
+@dataclass
+class Reloadable:
+    """A running ``tokenrelay run`` with a --config file and a --token-file."""
+
+    running: Daemon
+    config: Path
+    token_file: Path
+
+    async def hang_up(self, config_text: str) -> None:
+        """Write ``config_text`` to --config, send SIGHUP, and wait for the token its refresh writes."""
+        self.config.write_text(config_text)
+        self.running.process.send_signal(signal.SIGHUP)
+        await eventually(lambda: file_jti(self.token_file) == "t2", "a new token after SIGHUP")
+
+
+@asynccontextmanager
+async def reloadable(
+    upstream: Upstream, id_token_file: Path, tmp_path: Path, config_text: str
+) -> AsyncIterator[Reloadable]:
+    """``tokenrelay run`` reading --config (``config_text`` at start), once its first token is in its
+    --token-file."""
+    config = tmp_path / "tokenrelay.toml"
+    config.write_text(config_text)
+    token_file = tmp_path / "api-token"
+    files = ["--config", str(config), "--token-file", str(token_file)]
+    args = run_args(upstream, id_token_file, *files, "--socket", str(tmp_path / "relay.sock"))
+    async with daemon(args, tmp_path / "log") as running:
+        await eventually(lambda: file_jti(token_file) == "t1", "the first token in the file")
+        yield Reloadable(running, config, token_file)
+
+
 async def test_sighup_rereads_config_and_refreshes(
     upstream: Upstream, id_token_file: Path, tmp_path: Path
 ) -> None:
     """SIGHUP re-reads --config (a new --token-file-mode applies) and writes a newly exchanged token."""
-    config = tmp_path / "tokenrelay.toml"
-    config.write_text('token_file_mode = "0600"\n')
-    token_file = tmp_path / "api-token"
-    args = run_args(
-        upstream,
-        id_token_file,
-        "--config",
-        str(config),
-        "--socket",
-        str(tmp_path / "relay.sock"),
-        "--token-file",
-        str(token_file),
-    )
-    async with daemon(args, tmp_path / "log") as running:
-        await eventually(lambda: file_jti(token_file) == "t1", "the first token in the file")
-        assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
-        config.write_text('token_file_mode = "0640"\nlog_level = "debug"\n')
-        running.process.send_signal(signal.SIGHUP)
-        await eventually(lambda: file_jti(token_file) == "t2", "a new token after SIGHUP")
-        assert stat.S_IMODE(token_file.stat().st_mode) == 0o640
+    async with reloadable(upstream, id_token_file, tmp_path, 'token_file_mode = "0600"\n') as relay:
+        assert stat.S_IMODE(relay.token_file.stat().st_mode) == 0o600
+        await relay.hang_up('token_file_mode = "0640"\nlog_level = "debug"\n')
+        assert stat.S_IMODE(relay.token_file.stat().st_mode) == 0o640
         assert upstream.service.calls == 2
+        running = relay.running
         await eventually(lambda: "configuration reloaded" in running.log_text(), "the reload log line")
     log = running.log_text()
     assert "token_file_mode" in log
@@ -132,22 +148,6 @@ async def test_sighup_with_a_broken_config_keeps_running(
     upstream: Upstream, id_token_file: Path, tmp_path: Path
 ) -> None:
     """A config file broken since start is reported on SIGHUP; the sidecar keeps going and refreshes."""
-    config = tmp_path / "tokenrelay.toml"
-    config.write_text('log_level = "info"\n')
-    token_file = tmp_path / "api-token"
-    args = run_args(
-        upstream,
-        id_token_file,
-        "--config",
-        str(config),
-        "--socket",
-        str(tmp_path / "relay.sock"),
-        "--token-file",
-        str(token_file),
-    )
-    async with daemon(args, tmp_path / "log") as running:
-        await eventually(lambda: file_jti(token_file) == "t1", "the first token in the file")
-        config.write_text("log_level = [broken\n")
-        running.process.send_signal(signal.SIGHUP)
-        await eventually(lambda: file_jti(token_file) == "t2", "a new token after SIGHUP")
-        assert "configuration not reloaded" in running.log_text()
+    async with reloadable(upstream, id_token_file, tmp_path, 'log_level = "info"\n') as relay:
+        await relay.hang_up("log_level = [broken\n")
+        assert "configuration not reloaded" in relay.running.log_text()

@@ -15,9 +15,9 @@ from prometheus_client import CollectorRegistry
 
 from tokenrelay.errors import ConfigError, TokenUnavailable
 from tokenrelay.lite import aip193
+from tokenrelay.serving.probes import MetricsServer
 from tokenrelay.sidecar import localapi
 from tokenrelay.sidecar.metrics import Metrics
-from tokenrelay.sidecar.probes import MetricsServer
 from tokenrelay.testing import FakeClock, make_jwt, refusal
 from tokenrelay.tokens.backoff import Backoff
 from tokenrelay.tokens.exchanger import Exchanger
@@ -223,7 +223,7 @@ async def test_metrics_port_in_use_names_the_flag() -> None:
 
 async def test_openmetrics_on_request(aiohttp_server: Callable[..., Awaitable[TestServer]]) -> None:
     """A scraper asking for OpenMetrics gets it."""
-    from tokenrelay.sidecar.probes import create_app
+    from tokenrelay.serving.probes import create_app
 
     server = await aiohttp_server(create_app(CollectorRegistry(), lambda: None))
     async with (

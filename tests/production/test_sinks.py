@@ -11,7 +11,7 @@ import pytest
 
 from tokenrelay.errors import SinkError
 from tokenrelay.lite.files import write_atomic
-from tokenrelay.sidecar.sinks import FileSink
+from tokenrelay.serving.sinks import FileSink
 from tokenrelay.tokens.sts import Issued
 from tokenrelay.tokens.token import Token
 

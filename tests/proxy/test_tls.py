@@ -7,7 +7,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from tokenrelay.sidecar.clienttls import session_context
+from tokenrelay.serving.clienttls import session_context
 from tokenrelay.testing import loopback_certificates
 
 from ..support.proxy import Echo, ServerFactory, StartProxy, Tokens

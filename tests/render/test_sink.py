@@ -25,8 +25,8 @@ from tokenrelay.render import RenderSink, parse
 from tokenrelay.render.dockerconfig import DockerConfig
 from tokenrelay.render.format import Entry
 from tokenrelay.render.table import Render
+from tokenrelay.serving.sinks import FileSink
 from tokenrelay.sidecar.metrics import Metrics
-from tokenrelay.sidecar.sinks import FileSink
 from tokenrelay.tokens.sts import Issued
 from tokenrelay.tokens.token import Token
 

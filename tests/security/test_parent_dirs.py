@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from tokenrelay.sidecar.sinks import write_private_file
-from tokenrelay.sidecar.unixsocket import bind
+from tokenrelay.serving.sinks import write_private_file
+from tokenrelay.serving.unixsocket import bind
 
 from ..support.otheruser import OTHER_UID, other_user_install
 

@@ -14,8 +14,8 @@ from aiohttp.typedefs import Handler, Middleware
 from ..errors import ExchangeError, IdTokenError, TokenUnavailable
 from ..lite.aip193 import Code
 from ..lite.names import IDENTITY_ENV
-from ..sidecar import probes
-from ..sidecar.localapi import EncodedTokens, error_response, render
+from ..serving import probes
+from ..serving.tokenanswer import EncodedTokens, error_response, render
 from . import ratelimit
 from .exchanges import Exchanges, Key
 from .metrics import AgentMetrics

@@ -22,9 +22,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import asyncio
 
-    from ..cli import prepare_daemon
     from ..errors import ConfigError
-    from ..sidecar import logs
+    from ..serving import logs
+    from ..serving.startup import prepare_daemon
     from . import options
 
     try:

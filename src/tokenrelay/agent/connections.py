@@ -36,7 +36,7 @@ from aiohttp.typedefs import Handler, Middleware
 from ..lite import aip193
 from ..lite.aip193 import Code
 from ..lite.names import where
-from ..sidecar.peercred import peer_of
+from ..serving.peercred import peer_of
 
 SWEEP_EVERY = 1.0  # seconds between looks for connections past their deadline
 

@@ -12,7 +12,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from .._version import __version__
 from ..errors import TokenRelayError
-from ..sidecar.metrics import EXCHANGE_BUCKETS
+from ..serving.metrics import EXCHANGE_BUCKETS
 from ..tokens.sts import Issued
 from ..tokens.token import Token
 

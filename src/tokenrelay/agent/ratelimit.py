@@ -20,7 +20,7 @@ from aiohttp.typedefs import Handler, Middleware
 
 from ..lite.aip193 import Code
 from ..lite.names import where
-from ..sidecar.localapi import error_response
+from ..serving.tokenanswer import error_response
 from .podtoken import PodToken
 
 # Verified pods whose request times are kept: a node's pods many times over. A pod dropped from it

@@ -26,11 +26,11 @@ from prometheus_client import CollectorRegistry
 from .. import outbound
 from ..errors import ConfigError
 from ..lite.names import where
-from ..servingsite import ServingSite
-from ..sidecar import unixsocket
-from ..sidecar.clienttls import session_context
-from ..sidecar.listening import bind_error
-from ..sidecar.probes import MetricsServer
+from ..serving import unixsocket
+from ..serving.clienttls import session_context
+from ..serving.listening import bind_error
+from ..serving.probes import MetricsServer
+from ..serving.site import ServingSite
 from ..tokens import sts
 from ..tokens.sts import Issued
 from . import cluster

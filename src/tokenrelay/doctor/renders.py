@@ -15,8 +15,8 @@ from ..lite.jwtclaims import numeric_claim, unverified_claims
 from ..lite.redact import fingerprint
 from ..lite.socketclient import LocalApiError, fetch_token
 from ..lite.timestamps import format_timestamp
+from ..serving.sinks import refuse_symlink
 from ..sidecar.settings import Settings
-from ..sidecar.sinks import refuse_symlink
 from .report import Check, Outcome, failed, passed, skipped, warning
 
 if TYPE_CHECKING:

@@ -21,7 +21,7 @@ from aiohttp import web
 
 from ..lite.aip193 import Code
 from ..lite.netloc import is_loopback
-from ..servingsite import ServingSite
+from ..serving.site import ServingSite
 from . import api
 from .errors import STS_DOMAIN, ApiError, invalid_argument, invalid_arguments, permission_denied, routing
 from .grpcapi.listener import dual

@@ -139,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
         from .platforms.commands import STAND_INS as commands
 
         return commands[args.action](args.words)
-    from ..cli import run_service
+    from ..serving.startup import run_service
 
     return run_service("emulate", lambda: serve(args), log_level="info", interrupted=0)
 
@@ -163,7 +163,7 @@ async def serve(args: argparse.Namespace, stop: asyncio.Event | None = None) -> 
         try:
             await server.start()
         except OSError as exc:
-            from ..sidecar.listening import bind_error
+            from ..serving.listening import bind_error
 
             raise bind_error(exc, "--listen", *args.listen) from None
         url = server.url

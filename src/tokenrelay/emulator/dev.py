@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING
 
 from ..lite.netloc import is_loopback, parse_hostport
 from ..options import add_logging_options
-from ..sidecar.listening import bind_error
+from ..serving.listening import bind_error
+from ..serving.socketdir import private_directory
 from ..sidecar.settings import Settings
-from ..wrap.workspace import private_directory
 from . import commandpaths
 from .commandpaths import installed, scripts_dir, sh
 from .iam import groups
@@ -73,7 +73,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..cli import run_service
+    from ..serving.startup import run_service
 
     return run_service("dev", lambda: main(args), log_level=args.log_level, interrupted=130)
 

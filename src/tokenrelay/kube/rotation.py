@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from cryptography import x509
 
-from ..sidecar.sinks import write_private_file
+from ..serving.sinks import write_private_file
 from . import certs
 
 if TYPE_CHECKING:

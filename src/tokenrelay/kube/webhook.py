@@ -35,8 +35,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from ..errors import ConfigError
 from ..lite.netloc import parse_hostport
 from ..options import LOGGING, Option, add_options, logging_option, read_options
-from ..sidecar import probes
-from ..sidecar.listening import bind_error
+from ..serving import probes
+from ..serving.listening import bind_error
 from . import admission, certs, mutation, settings
 
 if TYPE_CHECKING:
@@ -258,7 +258,7 @@ async def cluster_version() -> tuple[int, int] | None:
 
 async def serve(config: WebhookSettings, stop: asyncio.Event | None = None) -> int:
     """Run the webhook until ``stop`` is set (or SIGTERM/SIGINT)."""
-    from ..sidecar import probes
+    from ..serving import probes
 
     registry = CollectorRegistry()
     webhook = Webhook(config, WebhookMetrics(registry))
@@ -454,7 +454,7 @@ def webhook_settings(args: argparse.Namespace, environ: dict[str, str] | None = 
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..sidecar import logs
+    from ..serving import logs
 
     try:
         config = webhook_settings(args)

@@ -8,9 +8,9 @@ chunked bodies are re-chunked). Towards the upstream it also drops ``Host`` (set
 itself). Header lines are kept as the bytes the peer sent: the proxy never re-encodes a value.
 
 HTTP/2 names the same fields connection-specific (RFC 9113 §8.2.2) and h2 refuses them from a
-client, except ``TE: trailers`` (gRPC's), which crosses; ``h2_request`` and ``h2_answer`` apply the
-same sets to HTTP/2 field lists. There the proxy does not answer ``100 Continue`` itself: ``Expect``
-crosses.
+client, except ``TE: trailers`` (gRPC's), which crosses; ``H2_REQUEST_DROP`` (which
+``http2.downstream`` applies to a request's fields) and ``h2_answer`` apply the same sets to HTTP/2
+field lists. There the proxy does not answer ``100 Continue`` itself: ``Expect`` crosses.
 
 A request's trailers (HTTP/2) cross under the same rules, and lose as well what RFC 9110 §6.5.1 keeps
 out of trailers: fields that frame, route, authenticate or control the request. The proxy and the

@@ -1,5 +1,5 @@
 """Which request methods the proxy forwards, and sends again after a failure: one policy for the
-HTTP/1.1 side (http1/request.py) and the HTTP/2 side (h2_downstream.py).
+HTTP/1.1 front end (``http1.request``) and the HTTP/2 one (``http2.downstream``).
 
 On HTTP/1.1 the parser has already refused a method that is not a token; an HTTP/2 ``:method`` is
 any byte string, and ``GET /admin`` would be forwarded as is.

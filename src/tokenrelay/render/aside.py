@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 
 from ..lite.regularfile import read_regular
-from ..sidecar import sinks
+from ..serving import sinks
 
 SUFFIX = ".tokenrelay-aside"
 MAX_FILE = 1 << 20

@@ -22,8 +22,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from ..sidecar import sinks
-from ..sidecar.parentdirs import make_parents
+from ..serving import sinks
+from ..serving.parentdirs import make_parents
 
 SUFFIX = ".tokenrelay-lock"
 MODE = 0o600

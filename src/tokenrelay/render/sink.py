@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from ..errors import SinkError, TokenRelayError
 from ..helpers.hosts import Host
 from ..lite.regularfile import read_regular
-from ..sidecar import sinks
+from ..serving import sinks
 from ..tokens.sts import Issued
 from ..tokens.token import Token
 from . import aside, lock

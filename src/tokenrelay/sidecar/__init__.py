@@ -1,6 +1,8 @@
-"""The serving parts of ``tokenrelay run``, each a Component wired in ``daemon.build``.
+"""``tokenrelay run``: its parts, each a Component wired in ``daemon.build``.
 
-``daemon`` (build, Sidecar, serve), ``localapi`` (/v1/token and SocketServer), ``probes`` (/healthz,
-/readyz and the metrics port), ``metrics`` (the Prometheus collectors), ``unixsocket``,
-``peercred``, ``sinks`` (--token-file), ``oneshot`` (--once), ``reloader`` (SIGHUP), ``logs``.
+``command`` (the command: settings, logs, the daemon on its loop), ``daemon`` (build, Sidecar,
+serve), ``localapi`` (/v1/token and SocketServer), ``quicktoken``, ``status`` (/v1/status and
+``tokenrelay status``), ``metrics`` (run's Prometheus collectors), ``oneshot`` (--once),
+``reloader`` (SIGHUP), ``memory``. What other commands share with run is in ``serving``; exec and
+dev run this package whole, and import only ``command``, ``daemon`` and ``oneshot`` of it.
 """

@@ -27,12 +27,12 @@ import aiohttp
 
 from .. import outbound
 from ..lite.names import where
+from ..serving import sinks
+from ..serving.clienttls import session_context
+from ..serving.listening import bind_error
 from ..tokens import idsources as idtoken
 from ..tokens.exchanger import Exchanger
 from ..tokens.provider import Observer, TokenProvider, TokenProviders
-from . import sinks
-from .clienttls import session_context
-from .listening import bind_error
 from .localapi import SocketServer
 from .memory import Trimmer
 from .reloader import Reloader
@@ -234,7 +234,7 @@ def build(
     )
     components: list[Component] = []
     if metrics and settings.metrics_listen:
-        from .probes import MetricsServer
+        from ..serving.probes import MetricsServer
 
         components.append(
             MetricsServer(

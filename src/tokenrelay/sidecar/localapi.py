@@ -10,19 +10,18 @@ the same request, when a token is held, before aiohttp parses it.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
 from ..errors import TokenUnavailable, UnknownAudience
-from ..lite import aip193
 from ..lite.aip193 import Code
-from ..lite.names import EXPIRES_HEADER
-from ..servingsite import ServingSite
-from ..tokens.token import Token, TokenSource
-from . import probes, quicktoken, unixsocket
+from ..serving import probes, unixsocket
+from ..serving.site import ServingSite
+from ..serving.tokenanswer import NO_STORE, EncodedTokens, error_response, render
+from ..tokens.token import TokenSource
+from . import quicktoken
 
 if TYPE_CHECKING:
     from .settings import Settings
@@ -31,20 +30,6 @@ TOKENS = web.AppKey("tokens", TokenSource)
 COUNT: web.AppKey[Callable[[str], None]] = web.AppKey("count")
 BODIES: web.AppKey[EncodedTokens] = web.AppKey("bodies")
 STATUS: web.AppKey[Callable[[], dict[str, Any]]] = web.AppKey("status")
-
-_NO_STORE = {"Cache-Control": "no-store"}
-# Whole header sets, so that aiohttp does not parse a content_type argument on every answer.
-_JSON_HEADERS = {"Content-Type": "application/json; charset=utf-8", "Cache-Control": "no-store"}
-_TEXT_HEADERS = {"Content-Type": "text/plain; charset=utf-8", "Cache-Control": "no-store"}
-
-
-def error_response(status: int, code: Code, message: str, reason: str) -> web.Response:
-    return web.Response(
-        status=status,
-        body=aip193.encode(code, message, reason),
-        content_type="application/json",
-        headers=_NO_STORE,
-    )
 
 
 async def get_token(request: web.Request) -> web.Response:
@@ -65,14 +50,6 @@ async def get_token(request: web.Request) -> web.Response:
     return web.Response(body=body, headers=headers)
 
 
-def render(token: Token, accept: str, bodies: EncodedTokens) -> tuple[bytes, Mapping[str, str]]:
-    """The body and headers of a 200 carrying ``token``: JSON, or the bare token as text/plain with
-    its expiry in a header when the client asked for that."""
-    if _wants_text(accept):
-        return token.value.encode(), {**_TEXT_HEADERS, EXPIRES_HEADER: str(int(token.expire_wall))}
-    return bodies.body(token), _JSON_HEADERS
-
-
 def quick_answer(app: web.Application) -> quicktoken.Answer:
     """``get_token`` for a token held right now, for ``quicktoken``: the same count, the same
     audience, the same answer; None whenever ``get_token`` would have to wait or refuse."""
@@ -88,30 +65,9 @@ def quick_answer(app: web.Application) -> quicktoken.Answer:
     return answer
 
 
-class EncodedTokens:
-    """The JSON answer for each audience's current token, encoded once per token, not per request."""
-
-    def __init__(self) -> None:
-        self._cache: dict[str, tuple[Token, bytes]] = {}
-
-    def body(self, token: Token) -> bytes:
-        cached = self._cache.get(token.audience)
-        if cached is not None and cached[0] is token:
-            return cached[1]
-        payload = {"token": token.value, "expireTime": token.expire_time, "audience": token.audience}
-        encoded = json.dumps(payload).encode()
-        self._cache[token.audience] = (token, encoded)
-        return encoded
-
-
 async def get_status(request: web.Request) -> web.Response:
     """The sidecar's state (see ``status``): fingerprints and times, never a token."""
-    return web.json_response(request.app[STATUS](), headers=_NO_STORE)
-
-
-def _wants_text(accept: str) -> bool:
-    """True when the client asked for text/plain rather than JSON."""
-    return "text/plain" in accept and "application/json" not in accept
+    return web.json_response(request.app[STATUS](), headers=NO_STORE)
 
 
 def create_app(
@@ -160,7 +116,7 @@ class SocketServer:
         answer = quick_answer(self._app)
         policy = None
         if self._settings.socket_allow_uid or self._settings.socket_allow_gid:
-            from . import peercred  # only with --socket-allow-uid/gid: idle memory is the budget
+            from ..serving import peercred  # only with --socket-allow-uid/gid: idle memory is the budget
 
             policy = peercred.Policy(self._settings.socket_allow_uid, self._settings.socket_allow_gid)
             refusals = peercred.RefusalLog()

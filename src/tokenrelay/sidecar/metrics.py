@@ -16,13 +16,12 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from .._version import __version__
 from ..errors import TokenRelayError
+from ..serving.metrics import EXCHANGE_BUCKETS
 from ..tokens.sts import Issued
 from ..tokens.token import Token
 
 log = logging.getLogger("tokenrelay.metrics")
 
-# An exchange normally takes tens of milliseconds; --exchange-timeout defaults to 10 s.
-EXCHANGE_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 # Proxied calls include the upstream's own work, up to --proxy-timeout (60 s by default).
 PROXY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 

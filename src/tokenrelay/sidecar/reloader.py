@@ -13,10 +13,10 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
+from ..serving import logs
+from ..serving.sinks import FileSink
 from ..tokens.provider import TokenProviders
-from . import logs
 from .settings import Settings
-from .sinks import FileSink
 
 if TYPE_CHECKING:
     from ..render import RenderSink

@@ -23,15 +23,15 @@ from ..errors import ConfigError, TokenRelayError
 from ..helpers import hosts as host_list
 from ..lite.names import where
 from ..options import add_options, read_options
+from ..serving.socketdir import private_directory
 from ..sidecar import settings as runsettings
 from . import targets
+from .forwarding import FORWARDED
 from .options import EXEC_OPTIONS
-from .workspace import Workspace, private_directory
+from .workspace import Workspace
 
 PROG = "tokenrelay exec"
 RELAY_FAILED = 125  # as env(1) and timeout(1) for their own failures
-# What goes to the command once it runs (session); before, each ends exec with 128+N.
-FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 USAGE = "tokenrelay exec [run's flags] -- CMD [ARGS...]"
 
 
@@ -146,8 +146,9 @@ def _serve(
 ) -> int:
     import asyncio
 
-    from ..cli import daemon_loop_factory, prepare_daemon
-    from ..sidecar import logs
+    from ..serving import logs
+    from ..serving.startup import prepare_daemon
+    from ..sidecar.command import daemon_loop_factory
 
     logs.setup(settings.log_level, settings.log_format)
     prepare_daemon()

@@ -22,7 +22,7 @@ from ..sidecar.daemon import Sidecar
 from ..sidecar.oneshot import get_within
 from ..sidecar.settings import Settings
 from ..tokens.token import Token
-from .cli import FORWARDED
+from .forwarding import FORWARDED
 
 # What a terminal's keyboard sends to its whole foreground process group, the command included.
 KEYBOARD = (signal.SIGINT, signal.SIGQUIT)

@@ -1,7 +1,7 @@
 """The command's private directory and environment: what ``tokenrelay exec`` and its ``--configure``
 targets may change, and nothing else.
 
-The directory is fresh and 0700 (``tempfile.mkdtemp``); it holds the local API's socket, links to
+The directory is fresh and 0700 (``serving.socketdir``); it holds the local API's socket, links to
 the credential helpers under ``bin/`` (first on the command's PATH, so that a client that runs
 ``docker-credential-tokenrelay`` finds it even when tokenrelay's own ``bin`` is not on PATH, without
 putting that directory's python and pip ahead of the command's), and whatever files the targets
@@ -14,44 +14,18 @@ import os
 import shutil
 import sys
 import sysconfig
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ..errors import ConfigError
 from ..helpers.hosts import Host
 from ..lite.names import HOSTS_ENV, SOCKET_ENV
+from ..serving.socketdir import SOCKET_NAME
 from ..sidecar.settings import Settings
-from ..sidecar.unixsocket import MAX_PATH_BYTES, longest_bound
 
-SOCKET_NAME = "tokenrelay.sock"
 # On the command's PATH whatever it configures: `tokenrelay token`, and the helpers its own
 # configuration may name.
 ALWAYS_LINKED = ("tokenrelay", "docker-credential-tokenrelay", "git-credential-tokenrelay")
-
-
-def private_directory(prefix: str = "tokenrelay-exec-") -> Path:
-    """A fresh 0700 directory for one run of a command that serves a socket in it (exec, dev): under
-    $TMPDIR when the socket, bound there through its staging name, fits in a Unix socket's path
-    (some CI runners' and pytest's temporary directories are too long); else under /tmp. Raises
-    ConfigError naming TMPDIR when neither has room or the directory cannot be made."""
-    needs = {}
-    for parent in dict.fromkeys((tempfile.gettempdir(), "/tmp")):  # noqa: S108 - mkdtemp: 0700, unguessable
-        # mkdtemp names it the prefix and 8 random characters
-        needs[parent] = longest_bound(str(Path(parent, prefix + "x" * 8, SOCKET_NAME)))
-        if needs[parent] <= MAX_PATH_BYTES:
-            try:
-                return Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
-            except OSError as exc:
-                raise ConfigError(
-                    f"cannot make a private directory in {parent} ({exc.strerror or exc}): set TMPDIR "
-                    "to a directory you can write in"
-                ) from None
-    said = "; ".join(f"under {parent}, {length} bytes" for parent, length in needs.items())
-    raise ConfigError(
-        f"no room for the local API's socket: a Unix socket's path holds at most {MAX_PATH_BYTES} bytes "
-        f"({said}): set TMPDIR to a shorter directory"
-    )
 
 
 class Workspace:

@@ -15,7 +15,7 @@ from typing import cast
 
 from aiohttp import web
 
-from ...servingsite import Protocols
+from ...serving.site import Protocols
 from ..malformed import http1_factory
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"

@@ -1,4 +1,5 @@
-"""Batched writes of the HTTP/2 side: frames h2 queued are written once per event batch, not per frame."""
+"""Batched writes of the HTTP/2 side: the frames a connection's ``session`` queued are written once per
+event batch, not once per frame."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ class Flushable(Protocol):
 
 
 class Flusher:
-    """Connections with frames waiting in h2; written once per event batch instead of once per frame."""
+    """Connections with frames waiting in their ``session``; each written once per event batch."""
 
     def __init__(self) -> None:
         self.dirty: list[Flushable] = []

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from ...errors import ConfigError, IdTokenError
 from .base import IdToken, Source, SourceInputs
-from .registry import SOURCES
+from .platforms import PLATFORMS
 
 ORDER: tuple[str, ...] = (
     # 1. workload-identity token files
@@ -53,7 +53,7 @@ class AutoSource(Source):
     name = "auto"
     platform = "the platform detected"
     setup = "choose the platform's source with --id-token-source (see docs/platforms/)"
-    options = tuple(dict.fromkeys(option for source in SOURCES.values() for option in source.options))
+    options = tuple(dict.fromkeys(option for source in PLATFORMS.values() for option in source.options))
 
     inputs: SourceInputs = field(repr=False)
     chosen: Source | None = None
@@ -66,7 +66,7 @@ class AutoSource(Source):
     def build(cls, inputs: SourceInputs) -> AutoSource:
         auto = cls(inputs)
         for name in ORDER:
-            found = SOURCES[name].detect(inputs)  # ConfigError: this platform, but an input is missing
+            found = PLATFORMS[name].detect(inputs)  # ConfigError: this platform, but an input is missing
             if found is not None:
                 auto._choose(*found)
                 break
@@ -101,12 +101,12 @@ class AutoSource(Source):
             return await self.chosen.read()
         import asyncio
 
-        probed = [name for name in ORDER if SOURCES[name].probes]
+        probed = [name for name in ORDER if PLATFORMS[name].probes]
         quick = dataclasses.replace(self.inputs, timeout=min(self.inputs.timeout, PROBE_TIMEOUT))
         lines, candidates = [], {}
         for name in probed:
             try:
-                candidates[name] = SOURCES[name].build(quick)
+                candidates[name] = PLATFORMS[name].build(quick)
             except ConfigError as exc:  # not this cloud here (AWS without a region, say): listed
                 lines.append(f"{name}: {exc.message}")
         self.probed = tuple(secret for source in candidates.values() for secret in source.secrets())
@@ -115,8 +115,8 @@ class AutoSource(Source):
         )
         for name, answer in zip(candidates, answers, strict=True):
             if isinstance(answer, IdToken):
-                chosen = SOURCES[name].build(self.inputs)
-                self._choose(f"{SOURCES[name].platform}'s metadata server answered", chosen)
+                chosen = PLATFORMS[name].build(self.inputs)
+                self._choose(f"{PLATFORMS[name].platform}'s metadata server answered", chosen)
                 self._announce(chosen)
                 return answer
             if isinstance(answer, IdTokenError | ConfigError):

@@ -1,11 +1,11 @@
 """The one table of OIDC token sources: ``--id-token-source`` values to their classes.
 
-Adding a source is its class (see ``base.Source``), one row here, its page under docs/platforms/ and
-its tests; ``tokenrelay run``'s settings (``options_rows``: the choices and the settings the sources
-read, and ``check_settings``: which settings go with which source), ``daemon`` (building it),
-``auto`` (detecting it) and the doctor (reporting it) all read this table. A setting a source reads
-is a row of ``_OPTIONS``, named in the class's ``options`` (and ``required``).
-``auto`` (auto.py) is registered last, from its own module: it reads the table to choose.
+Adding a source is its class (see ``base.Source``), one row in ``platforms.PLATFORMS``, its page
+under docs/platforms/ and its tests; ``tokenrelay run``'s settings (``options_rows``: the choices and
+the settings the sources read, and ``check_settings``: which settings go with which source),
+``daemon`` (building it), ``auto`` (detecting it) and the doctor (reporting it) all read this table.
+A setting a source reads is a row of ``_OPTIONS``, named in the class's ``options`` (and
+``required``). ``auto`` comes last, and reads ``platforms`` rather than this table, which holds it.
 """
 
 from __future__ import annotations
@@ -13,42 +13,18 @@ from __future__ import annotations
 from ...errors import ConfigError
 from ...lite.names import DEFAULT_ID_TOKEN_FILE, where
 from ...options import Option
-from .aws import AwsSource
-from .azure import AzureSource
-from .azurepipelines import AzurePipelinesSource
+from .auto import AutoSource
 from .base import Source
-from .buildkite import BuildkiteSource
-from .circleci import CircleCiSource
-from .gcp import GcpSource
-from .github import GitHubActionsSource
-from .local import FileSource
-from .spiffe import SpiffeSource
-from .variables import BitbucketSource, EnvSource, GitLabSource
+from .platforms import PLATFORMS
 
-SOURCES: dict[str, type[Source]] = {
-    source.name: source
-    for source in (
-        FileSource,
-        EnvSource,
-        GitHubActionsSource,
-        GitLabSource,
-        BuildkiteSource,
-        CircleCiSource,
-        BitbucketSource,
-        AzurePipelinesSource,
-        GcpSource,
-        AzureSource,
-        AwsSource,
-        SpiffeSource,
-    )
-}
+SOURCES: dict[str, type[Source]] = {**PLATFORMS, AutoSource.name: AutoSource}
 
 # The settings only some sources read, beyond the OIDC token file and variable that SourceInputs
 # names: SourceInputs.settings carries them, filled from this list by the daemon and the helpers.
 SOURCE_SETTINGS = tuple(
     dict.fromkeys(
         option
-        for source in SOURCES.values()
+        for source in PLATFORMS.values()
         for option in source.options
         if option not in ("id_token_file", "id_token_env")
     )
@@ -106,12 +82,3 @@ def check_settings(settings: object) -> None:
         given = getattr(settings, option) is not None and rows[option].default is None
         if given and option not in source.options:
             raise ConfigError(f"{where(option)} does not go with --id-token-source {name}; set one of them")
-
-
-def _register_auto() -> None:
-    from .auto import AutoSource  # it reads SOURCES itself
-
-    SOURCES[AutoSource.name] = AutoSource
-
-
-_register_auto()

@@ -20,8 +20,8 @@ from aiohttp.typedefs import Middleware
 from ..lite import aip193
 from ..lite.aip193 import Code
 from ..lite.names import DEFAULT_SHUTDOWN_GRACE, where
-from ..servingsite import ServingSite
 from .listening import bind_error
+from .site import ServingSite
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
