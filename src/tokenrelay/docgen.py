@@ -3,7 +3,8 @@
 
 ``sidecar.settings.OPTIONS`` gives the configuration reference in docs/operations.md;
 ``wrap.options.EXEC_OPTIONS`` with the ``--configure`` targets gives exec's in docs/exec.md;
-``agent.options.ALL_OPTIONS`` the node agent's in docs/agent.md; ``kube.reference`` gives the
+``agent.options.ALL_OPTIONS`` the node agent's in docs/agent.md, and ``agent.refusals.CATALOGUE`` its
+table of refusals there; ``kube.reference`` gives the
 annotation table and the flags of ``tokenrelay inject`` and ``tokenrelay webhook`` in docs/kubernetes.md.
 Each table sits between a pair of markers (``SECTIONS``).
 ``python -m tokenrelay.docgen`` prints the configuration reference; ``--write FILE`` replaces every
@@ -149,10 +150,18 @@ def _agent_lines() -> list[str]:
     return _option_rows(ALL_OPTIONS)
 
 
+def _agent_refusal_lines() -> list[str]:
+    """The table of the agent's refusals, from its catalogue."""
+    from .agent.refusals import table
+
+    return table()
+
+
 SECTIONS = (
     Section("CONFIG REFERENCE", _config_lines),
     Section("EXEC REFERENCE", _exec_lines),
     Section("AGENT REFERENCE", _agent_lines),
+    Section("AGENT REFUSALS", _agent_refusal_lines),
     Section("ANNOTATIONS", _kube("annotation_table")),
     Section("INJECTOR FLAGS", _kube("injector_flags")),
     Section("INJECT FLAGS", _kube("inject_flags")),

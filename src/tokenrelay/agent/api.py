@@ -1,8 +1,9 @@
 """The agent's local API: ``GET /v1/token?audience=AUD&identity=UID`` with the pod's token as
-``Authorization: Bearer``, answered as the sidecar answers (``sidecar.localapi.render``), refused in
-its AIP-193 shape (docs/agent.md has the table). The pod's token is verified before anything else;
-the token service's own refusal reaches the pod in its words, and nothing falls back to another
-identity."""
+``Authorization: Bearer``, answered as the sidecar answers (``serving.tokenanswer.render``), refused in
+its AIP-193 shape (``refusals``; docs/agent.md has the table). Thin, as SPIRE's workload handler
+is: the rate limits are middleware (``ratelimit``), who asks and what it may ask are ordered lists
+of checks (``checks``), and the handler only maps the exchange's outcome. The token service's own
+refusal reaches the pod in its words, and nothing falls back to another identity."""
 
 from __future__ import annotations
 
@@ -12,48 +13,38 @@ from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
 from ..errors import ExchangeError, IdTokenError, TokenUnavailable
-from ..lite.aip193 import Code
-from ..lite.names import IDENTITY_ENV
 from ..serving import probes
-from ..serving.tokenanswer import EncodedTokens, error_response, render
-from . import ratelimit
+from ..serving.tokenanswer import EncodedTokens, render
+from ..tokens.provider import TokenProvider
+from ..tokens.token import Token
+from . import ratelimit, refusals
+from .checks import Asking, Checks, apply
 from .exchanges import Exchanges, Key
 from .metrics import AgentMetrics
-from .pods import NodePods
-from .podtoken import Refused, Verifier
 from .ratelimit import POD, ConnectionRates, Gcra
+from .refusals import Refused
 
 
 class Agent:
-    """What the handler needs, wired in ``service``."""
+    """What the handler and its middleware need, wired in ``service``."""
 
     def __init__(
         self,
-        verifier: Verifier,
-        pods: NodePods,
+        checks: Checks,
         exchanges: Exchanges,
         metrics: AgentMetrics,
         rates: ConnectionRates,
         pod_rates: Gcra,
-        default_audience: str,
     ) -> None:
-        self.verifier = verifier
-        self.pods = pods
+        self.checks = checks
         self.exchanges = exchanges
         self.metrics = metrics
         self.rates = rates
         self.pod_rates = pod_rates
-        self.default_audience = default_audience
         self.bodies = EncodedTokens()
 
 
 AGENT: web.AppKey[Agent] = web.AppKey("agent", Agent)
-
-
-def _refuse(agent: Agent, status: int, code: Code, message: str, reason: str) -> web.Response:
-    agent.metrics.refused(reason)
-    return error_response(status, code, message, reason)
-
 
 TOKEN_ROUTE = "token"
 
@@ -62,67 +53,61 @@ def _token_route(request: web.Request) -> bool:
     return request.match_info.route.name == TOKEN_ROUTE
 
 
+def _refuse(agent: Agent, refused: Refused) -> web.Response:
+    agent.metrics.refused(refused.reason)
+    return refused.answer()
+
+
 @web.middleware
 async def identify(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Who asks for a token: a verified pod running here (``request[POD]``), or a 401 saying why not."""
     if not _token_route(request):
         return await handler(request)
     agent = request.app[AGENT]
+    asking = Asking(request)
     try:
-        pod = await agent.verifier.verify(request.headers.get("Authorization"))
-        if not agent.pods.running(pod.pod_uid) and not await agent.pods.wait_for(pod.pod_uid):
-            raise Refused(
-                "POD_GONE",
-                f"pod {pod.namespace}/{pod.pod_name} (uid {pod.pod_uid}) does not run on this node "
-                "any more: its token is refused",
-            )
+        await apply(agent.checks.caller, asking)
     except Refused as refused:
-        return _refuse(agent, 401, Code.UNAUTHENTICATED, refused.message, refused.reason)
-    request[POD] = pod
+        return _refuse(agent, refused)
+    assert asking.pod is not None  # the caller's checks passed
+    request[POD] = asking.pod
     return await handler(request)
 
 
 async def get_token(request: web.Request) -> web.Response:
+    """The verified pod's token: the policy's checks, one call for the key's provider, its token."""
     agent = request.app[AGENT]
     pod = request[POD]
-    query = request.query
-    identity = query.get("identity", "")
-    if not identity:
-        return _refuse(
-            agent,
-            400,
-            Code.INVALID_ARGUMENT,
-            f"no identity: set {IDENTITY_ENV} in the pod to the uid of the identity it assumes "
-            "(sent as ?identity=)",
-            "IDENTITY_MISSING",
-        )
-    key = Key(pod.namespace, pod.service_account, identity, query.get("audience") or agent.default_audience)
-    agent.exchanges.presented(pod)
-    refusal = agent.exchanges.refusal(key)
-    if refusal is not None:  # the service refused this key moments ago: its words, no exchange
-        return _refuse(
-            agent, 403, Code.PERMISSION_DENIED, refusal.message, refusal.reason or "EXCHANGE_REFUSED"
-        )
-    provider = agent.exchanges.provider(key)
-    token = provider.current()
-    agent.metrics.lookup(hit=token is not None)
-    if token is None:
-        if isinstance(provider.last_error, IdTokenError):
-            provider.refresh_now()  # it failed for want of a pod token: this request brought one
-        try:
-            token = await provider.get()
-        except TokenUnavailable as exc:
-            error = provider.last_error
-            if isinstance(error, ExchangeError) and error.status is not None and not error.retryable:
-                # The service refused this service account that identity (a 403, or a 400/401 about
-                # the pod's token or the identity): its words, its reason; never another identity.
-                agent.exchanges.refused(key, error)
-                return _refuse(
-                    agent, 403, Code.PERMISSION_DENIED, error.message, error.reason or "EXCHANGE_REFUSED"
-                )
-            return _refuse(agent, 503, Code.UNAVAILABLE, exc.message, "TOKEN_UNAVAILABLE")
+    asking = Asking(request, pod)
+    try:
+        await apply(agent.checks.policy, asking)
+        key = asking.key
+        assert key is not None  # the policy's checks passed
+        token = await _token(agent, agent.exchanges.provider(pod, key), key)
+    except Refused as refused:
+        return _refuse(agent, refused)
     body, headers = render(token, request.headers.get("Accept", ""), agent.bodies)
     return web.Response(body=body, headers=headers)
+
+
+async def _token(agent: Agent, provider: TokenProvider, key: Key) -> Token:
+    """The key's token, held or fetched now; raises Refused with the service's words, or 503."""
+    token = provider.current()
+    agent.metrics.lookup(hit=token is not None)
+    if token is not None:
+        return token
+    if isinstance(provider.last_error, IdTokenError):
+        provider.refresh_now()  # it failed for want of a pod token: this request brought one
+    try:
+        return await provider.get()
+    except TokenUnavailable as exc:
+        error = provider.last_error
+        if isinstance(error, ExchangeError) and error.status is not None and not error.retryable:
+            # The service refused this service account that identity (a 403, or a 400/401 about
+            # the pod's token or the identity): its words, its reason; never another identity.
+            agent.exchanges.refused(key, error)
+            raise refusals.EXCHANGE_REFUSED.refuse(reason=error.reason, message=error.message) from None
+        raise refusals.TOKEN_UNAVAILABLE.refuse(message=exc.message) from None
 
 
 def create_app(

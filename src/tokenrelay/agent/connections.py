@@ -28,15 +28,15 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from http import HTTPStatus
 from typing import cast
 
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
 from ..lite import aip193
-from ..lite.aip193 import Code
-from ..lite.names import where
 from ..serving.peercred import peer_of
+from . import refusals
 
 SWEEP_EVERY = 1.0  # seconds between looks for connections past their deadline
 
@@ -51,12 +51,14 @@ class ConnectionLimits:
     max_connections_per_peer: int
 
 
-def _answer(status: int, phrase: str, code: Code, message: str, reason: str) -> bytes:
+def _answer(refusal: refusals.Refusal, **fields: object) -> bytes:
     """A whole HTTP/1.1 answer in the agent's AIP-193 shape, that closes the connection."""
-    body = aip193.encode(code, message, reason)
+    body = aip193.encode(refusal.code, refusal.template.format(**fields), refusal.reason)
+    phrase = HTTPStatus(refusal.status).phrase
     head = (
-        f"HTTP/1.1 {status} {phrase}\r\nContent-Type: application/json\r\nCache-Control: no-store\r\n"
-        f"Retry-After: 1\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+        f"HTTP/1.1 {refusal.status} {phrase}\r\nContent-Type: application/json\r\n"
+        f"Cache-Control: no-store\r\nRetry-After: 1\r\nContent-Length: {len(body)}\r\n"
+        "Connection: close\r\n\r\n"
     )
     return head.encode() + body
 
@@ -126,13 +128,7 @@ class _Guard(asyncio.Protocol):
             self.inner.connection_lost(exc)
 
 
-HEAD_TIMEOUT_ANSWER = _answer(
-    408,
-    "Request Timeout",
-    Code.DEADLINE_EXCEEDED,
-    f"the request head did not arrive in time ({where('head_timeout')})",
-    "HEAD_TIMEOUT",
-)
+HEAD_TIMEOUT_ANSWER = _answer(refusals.HEAD_TIMEOUT)
 
 
 class Connections:
@@ -154,14 +150,7 @@ class Connections:
         self._on_closed = on_closed
         self._open: dict[asyncio.BaseTransport, _Guard] = {}
         self._per_peer: Counter[str] = Counter()
-        self._full = _answer(
-            503,
-            "Service Unavailable",
-            Code.UNAVAILABLE,
-            f"the agent holds its maximum of {limits.max_connections} connections "
-            f"({where('max_connections')}); retry later",
-            "TOO_MANY_CONNECTIONS",
-        )
+        self._full = _answer(refusals.TOO_MANY_CONNECTIONS, limit=limits.max_connections)
 
     def __len__(self) -> int:
         return len(self._open)
@@ -174,18 +163,12 @@ class Connections:
         """Count ``guard``'s connection in, or the answer that refuses it."""
         limits = self.limits
         if len(self._open) >= limits.max_connections and not self._make_room(guard.peer):
-            self._on_refused("TOO_MANY_CONNECTIONS")
+            self._on_refused(refusals.TOO_MANY_CONNECTIONS.reason)
             return self._full
         if self._per_peer[guard.peer] >= limits.max_connections_per_peer:
-            self._on_refused("TOO_MANY_CONNECTIONS_FROM_PEER")
-            return _answer(
-                429,
-                "Too Many Requests",
-                Code.RESOURCE_EXHAUSTED,
-                f"{guard.peer} holds its maximum of {limits.max_connections_per_peer} connections to "
-                f"the agent ({where('max_connections_per_peer')}): close idle ones",
-                "TOO_MANY_CONNECTIONS_FROM_PEER",
-            )
+            crowded = refusals.TOO_MANY_CONNECTIONS_FROM_PEER
+            self._on_refused(crowded.reason)
+            return _answer(crowded, peer=guard.peer, limit=limits.max_connections_per_peer)
         assert guard.transport is not None
         self._open[guard.transport] = guard
         self._per_peer[guard.peer] += 1
@@ -205,7 +188,7 @@ class Connections:
                 assert victim.transport is not None
                 victim.transport.close()
                 self.release(victim)
-                self._on_refused("TOO_MANY_CONNECTIONS")
+                self._on_refused(refusals.TOO_MANY_CONNECTIONS.reason)
                 return True
         return False
 

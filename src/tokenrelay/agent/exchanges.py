@@ -57,6 +57,31 @@ class Key:
 Exchange = Callable[[str, str, str], Awaitable[Issued]]
 
 
+class _Account:
+    """One service account's own: its pods' tokens (the freshest of each running pod), when one
+    last presented a token, and its exchange budget. Each of its keys' exchanges reads it directly."""
+
+    __slots__ = ("budget", "last_seen", "pods")
+
+    def __init__(self, budget: ExchangeLimiter, now: float) -> None:
+        self.budget = budget
+        self.pods: dict[str, PodToken] = {}  # by pod uid
+        self.last_seen = now
+
+    def present(self, pod: PodToken, now: float) -> None:
+        known = self.pods.get(pod.pod_uid)
+        if known is None or known.expires < pod.expires:
+            self.pods[pod.pod_uid] = pod
+        self.last_seen = now
+
+    def freshest(self, running: Callable[[str], bool], wall: float) -> PodToken | None:
+        """The freshest token held of a pod that still runs here and has time left."""
+        held = self.pods
+        for uid in [uid for uid, pod in held.items() if not running(uid) or pod.expires <= wall]:
+            del held[uid]
+        return max(held.values(), key=lambda pod: pod.expires, default=None)
+
+
 class _Entry:
     __slots__ = ("provider", "task")
 
@@ -66,7 +91,7 @@ class _Entry:
 
 
 class Exchanges:
-    """The node's tokens by Key, and the pod tokens their exchanges use."""
+    """The node's tokens by Key, and, by service account, the pod tokens their exchanges use."""
 
     def __init__(
         self,
@@ -98,12 +123,9 @@ class Exchanges:
         self._on_size = on_size
         self._entries: OrderedDict[Key, _Entry] = OrderedDict()
         self._account_rate = account_rate
-        self._accounts: dict[tuple[str, str], ExchangeLimiter] = {}  # their budgets, swept with them
+        self._accounts: dict[tuple[str, str], _Account] = {}  # swept with their last key
         self._refusal_ttl = refusal_ttl
         self._refused: OrderedDict[Key, tuple[float, ExchangeError]] = OrderedDict()
-        # per service account: pod uid -> its freshest token; and when a pod last presented one
-        self._pod_tokens: dict[tuple[str, str], dict[str, PodToken]] = {}
-        self._last_seen: dict[tuple[str, str], float] = {}
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -114,16 +136,15 @@ class Exchanges:
 
     # -- the request path -----------------------------------------------------------------------
 
-    def presented(self, pod: PodToken) -> None:
-        """A verified token of a running pod: the freshest of its account's is what exchanges use."""
-        held = self._pod_tokens.setdefault(pod.account, {})
-        known = held.get(pod.pod_uid)
-        if known is None or known.expires < pod.expires:
-            held[pod.pod_uid] = pod
-        self._last_seen[pod.account] = self._clock()
-
-    def provider(self, key: Key) -> TokenProvider:
-        """The key's provider, made (and its schedule started) on first use."""
+    def provider(self, pod: PodToken, key: Key) -> TokenProvider:
+        """Record ``pod`` (a verified token of a pod running here, asking for ``key`` of its own
+        account: the freshest of the account's tokens is what its exchanges use) and return the
+        key's provider, made (and its schedule started) on first use."""
+        account = self._accounts.get(key.account)
+        if account is None:
+            budget = ExchangeLimiter(self._account_rate, clock=self._clock, sleep=self._sleep)
+            account = self._accounts[key.account] = _Account(budget, self._clock())
+        account.present(pod, self._clock())
         entry = self._entries.get(key)
         if entry is not None:
             self._entries.move_to_end(key)
@@ -133,7 +154,7 @@ class Exchanges:
             self._drop(oldest, "cache full")
         provider = TokenProvider(
             key.audience,
-            lambda audience: self._fetch(key),
+            lambda audience: self._fetch(key, account),
             clock=self._clock,
             wall=self._wall,
             sleep=self._sleep,
@@ -168,27 +189,14 @@ class Exchanges:
 
     # -- the exchange -----------------------------------------------------------------------
 
-    def pod_token(self, account: tuple[str, str]) -> PodToken | None:
-        """The freshest token held of a pod of ``account`` that still runs here and has time left."""
-        held = self._pod_tokens.get(account, {})
-        now = self._wall()
-        for uid in [uid for uid, pod in held.items() if not self._pods.running(uid) or pod.expires <= now]:
-            del held[uid]
-        return max(held.values(), key=lambda pod: pod.expires, default=None)
-
-    async def _fetch(self, key: Key) -> Issued:
-        pod = self.pod_token(key.account)
+    async def _fetch(self, key: Key, account: _Account) -> Issued:
+        pod = account.freshest(self._pods.running, self._wall())
         if pod is None:
             raise IdTokenError(
                 f"no pod of service account {key.namespace}/{key.service_account} running on this "
                 "node holds a valid token"
             )
-        budget = self._accounts.get(key.account)
-        if budget is None:
-            budget = self._accounts[key.account] = ExchangeLimiter(
-                self._account_rate, clock=self._clock, sleep=self._sleep
-            )
-        await budget.acquire()
+        await account.budget.acquire()
         await self._limiter.acquire()
         try:
             return await self._exchange(key.audience, key.identity, pod.value)
@@ -206,15 +214,13 @@ class Exchanges:
         for key, entry in list(self._entries.items()):
             token: Token | None = entry.provider.token
             idle_limit = token.lifetime if token is not None else IDLE_BEFORE_TOKEN
-            if now - self._last_seen.get(key.account, now) > idle_limit:
+            account = self._accounts.get(key.account)
+            if account is not None and now - account.last_seen > idle_limit:
                 self._drop(key, "no pod asked for a token life")
                 dropped += 1
         live = {key.account for key in self._entries}
-        for account in [account for account in self._last_seen if account not in live]:
-            del self._last_seen[account]
-            self._pod_tokens.pop(account, None)
-        for account in [account for account in self._accounts if account not in live]:
-            del self._accounts[account]
+        for name in [name for name in self._accounts if name not in live]:
+            del self._accounts[name]
         for key in [key for key, (until, _) in self._refused.items() if until <= now]:
             del self._refused[key]
         return dropped

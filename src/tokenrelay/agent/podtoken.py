@@ -3,7 +3,7 @@
 Signature against the cluster's keys, issuer, audience, ``exp``/``nbf``, then the claims a bound pod
 token carries (``kubernetes.io.pod``, ``kubernetes.io.node``): the node must be this one, and the
 pod must still run here (``NodePods``). No TokenReview, no call out per request. Each failed check
-has its own reason, ``POD_TOKEN_<CHECK>``, and a message that says what to fix.
+has its own reason, ``POD_TOKEN_<CHECK>``, and a message that says what to fix (``refusals``).
 
 A pod sends the same token for minutes (kubelet renews it at 80% of its life), so the signature
 and claims of a token are checked once and the result kept (bounded, by the token's whole value);
@@ -21,6 +21,7 @@ from typing import Any
 
 import jwt
 
+from . import refusals
 from .jwks import ClusterKeys
 
 # RSA and EC keys are what kube-apiserver's --service-account-signing-key-file may hold.
@@ -47,19 +48,6 @@ class PodToken:
         return self.namespace, self.service_account
 
 
-class Refused(Exception):
-    """The pod's token failed ``check``; the message says which check and what to do."""
-
-    def __init__(self, check: str, message: str) -> None:
-        super().__init__(message)
-        self.check = check
-        self.message = message
-
-    @property
-    def reason(self) -> str:
-        return "POD_TOKEN_" + self.check
-
-
 class Verifier:
     """Checks a pod's token against the cluster's keys and this node."""
 
@@ -81,34 +69,30 @@ class Verifier:
         self._verified: OrderedDict[str, tuple[PodToken, jwt.PyJWK]] = OrderedDict()
 
     async def verify(self, authorization: str | None) -> PodToken:
-        """The pod token of an ``Authorization`` header value; raises Refused."""
+        """The pod token of an ``Authorization`` header value; raises ``refusals.Refused``."""
         scheme, _, value = (authorization or "").partition(" ")
         value = value.strip()
         if scheme.lower() != "bearer" or not value:
-            raise Refused(
-                "MISSING",
-                "no pod token: send the pod's projected service-account token as Authorization: "
-                "Bearer (TOKENRELAY_AGENT_TOKEN_FILE names its file)",
-            )
+            raise refusals.MISSING.refuse()
         kept = self._verified.get(value)
         if kept is not None:
             known, signer = kept
             if known.expires + LEEWAY <= self._wall():
                 del self._verified[value]
-                raise Refused("EXPIRED", "the pod token has expired: kubelet should have renewed its file")
+                raise refusals.EXPIRED.refuse()
             if self._keys.publishes(signer):
                 return known
             del self._verified[value]  # its key is retired: the token is checked afresh (and refused)
         if len(value) > MAX_TOKEN_BYTES:
-            raise Refused("MALFORMED", "the pod token is over 16 KiB: not a service-account token")
+            raise refusals.TOO_LARGE.refuse()
         try:
             header = jwt.get_unverified_header(value)
         except jwt.InvalidTokenError:  # bad base64, a header that is not JSON, a kid that is no string
-            raise Refused("MALFORMED", "the pod token is not a JWT") from None
+            raise refusals.NOT_A_JWT.refuse() from None
         kid = header.get("kid")
         key = await self._keys.key(kid if isinstance(kid, str) else None)
         if key is None:
-            raise Refused("SIGNATURE", "the pod token is signed with a key that is not the cluster's")
+            raise refusals.FOREIGN_KEY.refuse()
         pod = self._pod(value, self._decode(value, key))
         self._verified[value] = (pod, key)
         if len(self._verified) > MAX_VERIFIED:
@@ -127,34 +111,24 @@ class Verifier:
                 options={"require": ["exp", "iss", "aud"]},
             )
         except jwt.InvalidSignatureError:
-            raise Refused("SIGNATURE", "the pod token's signature is not the cluster's") from None
+            raise refusals.BAD_SIGNATURE.refuse() from None
         except jwt.ExpiredSignatureError:
-            raise Refused(
-                "EXPIRED", "the pod token has expired: kubelet should have renewed its file"
-            ) from None
+            raise refusals.EXPIRED.refuse() from None
         except jwt.ImmatureSignatureError:
-            raise Refused("NOT_YET_VALID", "the pod token is not valid yet (nbf/iat in the future)") from None
+            raise refusals.NOT_YET_VALID.refuse() from None
         except jwt.InvalidAudienceError:
-            raise Refused(
-                "AUDIENCE",
-                f"the pod token's audience is not {self._audience}: project the token with that "
-                "audience (the agent's --pod-token-audience)",
-            ) from None
+            raise refusals.WRONG_AUDIENCE.refuse(audience=self._audience) from None
         except jwt.InvalidIssuerError:
-            raise Refused("ISSUER", f"the pod token was not issued by {self._issuer}") from None
+            raise refusals.WRONG_ISSUER.refuse(issuer=self._issuer) from None
         except jwt.MissingRequiredClaimError as exc:  # every service-account token has exp, iss, aud
-            raise Refused("MALFORMED", f"the pod token has no {exc.claim!r} claim") from None
+            raise refusals.NO_CLAIM.refuse(claim=exc.claim) from None
         except jwt.InvalidTokenError as exc:
-            raise Refused("MALFORMED", f"the pod token cannot be read: {type(exc).__name__}") from None
+            raise refusals.UNREADABLE.refuse(error=type(exc).__name__) from None
         audiences = claims["aud"]
         if not isinstance(audiences, str) and len(audiences) != 1:
             # A token for several audiences is also good at the others, which could replay it here:
             # the token service's audience must be the token's only one, as a projected volume makes it.
-            raise Refused(
-                "AUDIENCE",
-                f"the pod token carries {len(audiences)} audiences: project it for {self._audience} "
-                "alone (the agent's --pod-token-audience)",
-            )
+            raise refusals.AUDIENCES.refuse(count=len(audiences), audience=self._audience)
         return claims
 
     def _pod(self, value: str, claims: dict[str, Any]) -> PodToken:
@@ -165,23 +139,11 @@ class Verifier:
         account = _object(k8s, "serviceaccount")
         namespace = k8s.get("namespace")
         if not (pod and account and isinstance(namespace, str)):
-            raise Refused(
-                "CLAIMS",
-                "the pod token is not bound to a pod: mount a projected service-account token "
-                "(serviceAccountToken volume), not a Secret's token",
-            )
+            raise refusals.UNBOUND.refuse()
         if node is None:
-            raise Refused(
-                "CLAIMS",
-                "the pod token names no node: the API server must issue node claims "
-                "(ServiceAccountTokenPodNodeInfo, Kubernetes 1.30 and later)",
-            )
+            raise refusals.NO_NODE.refuse()
         if node["name"] != self._node:
-            raise Refused(
-                "NODE",
-                f"the pod token is of a pod on node {node['name']}, not on {self._node}: "
-                "ask the agent of the pod's own node",
-            )
+            raise refusals.OTHER_NODE.refuse(node=node["name"], here=self._node)
         return PodToken(
             value,
             namespace,

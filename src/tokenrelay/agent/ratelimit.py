@@ -4,12 +4,12 @@ verified pod (its uid), after. Our own clients open a connection per request, so
 bounds a pod: one pod asked 3,616 times a second, and nothing said no (issue 28, item 9).
 
 Both are GCRA (a token bucket without a timer): ``rate`` a second with a burst of ``burst``. A refused
-request gets a 429 ``RESOURCE_EXHAUSTED`` with ``Retry-After``, in the agent's AIP-193 shape.
+request gets a 429 ``RESOURCE_EXHAUSTED`` with ``Retry-After``, in the agent's AIP-193 shape
+(``refusals.RATE_LIMITED``, ``refusals.POD_RATE_LIMITED``). Nothing of them is in the handler.
 """
 
 from __future__ import annotations
 
-import math
 import time
 import weakref
 from collections import OrderedDict
@@ -18,9 +18,7 @@ from collections.abc import Callable, Hashable
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
-from ..lite.aip193 import Code
-from ..lite.names import where
-from ..serving.tokenanswer import error_response
+from . import refusals
 from .podtoken import PodToken
 
 # Verified pods whose request times are kept: a node's pods many times over. A pod dropped from it
@@ -75,12 +73,6 @@ class ConnectionRates:
         return True
 
 
-def _too_many(message: str, reason: str, retry_after: float) -> web.Response:
-    response = error_response(429, Code.RESOURCE_EXHAUSTED, message, reason)
-    response.headers["Retry-After"] = str(max(1, math.ceil(retry_after)))
-    return response
-
-
 def per_connection(
     rates: ConnectionRates, refused: Refuse, applies: Callable[[web.Request], bool]
 ) -> Middleware:
@@ -89,12 +81,8 @@ def per_connection(
     @web.middleware
     async def limit(request: web.Request, handler: Handler) -> web.StreamResponse:
         if applies(request) and request.transport is not None and not rates.allow(request.transport):
-            refused("RATE_LIMITED")
-            return _too_many(
-                "too many requests on this connection: the agent serves the token it holds, ask less often",
-                "RATE_LIMITED",
-                1.0,
-            )
+            refused(refusals.RATE_LIMITED.reason)
+            return refusals.RATE_LIMITED.refuse().answer()
         return await handler(request)
 
     return limit
@@ -109,13 +97,11 @@ def per_pod(rates: Gcra, refused: Refuse) -> Middleware:
         if pod is not None:
             wait = rates.wait(pod.pod_uid)
             if wait:
-                refused("POD_RATE_LIMITED")
-                return _too_many(
-                    f"pod {pod.namespace}/{pod.pod_name} asks too often ({where('max_requests_per_pod')}, "
-                    f"{where('pod_request_burst')}): the agent serves the token it holds, ask less often",
-                    "POD_RATE_LIMITED",
-                    wait,
+                refused(refusals.POD_RATE_LIMITED.reason)
+                limited = refusals.POD_RATE_LIMITED.refuse(
+                    retry_after=wait, namespace=pod.namespace, pod=pod.pod_name
                 )
+                return limited.answer()
         return await handler(request)
 
     return limit

@@ -35,6 +35,7 @@ from ..tokens import sts
 from ..tokens.sts import Issued
 from . import cluster
 from .api import Agent, create_app
+from .checks import Checks
 from .connections import ConnectionLimits, Connections
 from .exchanges import Exchanges
 from .jwks import ClusterKeys, KeysUnavailable, Load
@@ -194,7 +195,8 @@ class NodeAgent:
         verifier = Verifier(self.keys, issuer=issuer, audience=s.audience, node=s.node_name, wall=self._wall)
         rates = ConnectionRates(s.max_requests_per_connection, self._clock)
         pod_rates = Gcra(s.max_requests_per_pod, s.pod_request_burst, self._clock)
-        agent = Agent(verifier, self.pods, self.exchanges, self.metrics, rates, pod_rates, s.api_url)
+        checks = Checks.build(verifier, self.pods, self.exchanges, s.api_url)
+        agent = Agent(checks, self.exchanges, self.metrics, rates, pod_rates)
         self._runner = web.AppRunner(
             create_app(agent, self.ready, (self.connections.middleware(),)),
             access_log=None,
