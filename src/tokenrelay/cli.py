@@ -84,8 +84,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"tokenrelay {__version__}")
     commands = parser.add_subparsers(title="commands", metavar="COMMAND")
 
-    from . import config  # standard library only: cheap
     from .lite import names
+    from .sidecar import settings as runsettings  # standard library only: cheap
 
     run = commands.add_parser(
         "run",
@@ -93,7 +93,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Run the sidecar. Every option is also an environment "
         "variable TOKENRELAY_<NAME> and a key of the --config TOML file.",
     )
-    config.add_arguments(run)
+    runsettings.add_arguments(run)
     run.set_defaults(handler=_run)
 
     token = commands.add_parser("token", help="print the current token from a running sidecar")

@@ -5,9 +5,9 @@ from __future__ import annotations
 import subprocess
 import sys
 
+from tokenrelay import docgen
 from tokenrelay.agent import cli as agent_cli
 from tokenrelay.agent.options import AGENT_OPTIONS, SHARED
-from tokenrelay.config import docgen
 from tokenrelay.lite import names
 
 from ..support.kube import REPO

@@ -9,10 +9,10 @@ from dataclasses import replace
 
 from aiohttp import web
 
+from tokenrelay import docgen
 from tokenrelay.agent import refusals
 from tokenrelay.agent.checks import Asking, Checks
 from tokenrelay.agent.refusals import CATALOGUE, Refusal
-from tokenrelay.config import docgen
 from tokenrelay.lite import aip193
 from tokenrelay.testing import refusal
 

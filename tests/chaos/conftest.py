@@ -26,8 +26,8 @@ import aiohttp
 import pytest
 from aiohttp.test_utils import TestServer
 
-from tokenrelay.config import Settings
 from tokenrelay.sidecar import daemon
+from tokenrelay.sidecar.settings import Settings
 from tokenrelay.testing import Behaviour, FakeClock, FakeTokenService
 
 from ..support.chaos import (

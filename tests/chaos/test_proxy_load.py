@@ -19,8 +19,8 @@ import aiohttp
 import pytest
 from aiohttp.test_utils import TestServer
 
-from tokenrelay.config import Settings
 from tokenrelay.sidecar import daemon
+from tokenrelay.sidecar.settings import Settings
 from tokenrelay.testing import FakeClock, FakeTokenService
 
 from ..support.chaos import IDENTITY, Api, CaptureHandler, Secrets, oidc_token

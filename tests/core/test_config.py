@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from tokenrelay.config import OPTIONS, Settings, parse_args
 from tokenrelay.errors import ConfigError
 from tokenrelay.lite import names
+from tokenrelay.sidecar.settings import OPTIONS, Settings, parse_args
 from tokenrelay.tokens.idsources import SOURCES
 
 REQUIRED = ["--auth-url", "https://auth.example", "--api-url", "https://api.example", "--identity", "org/ci"]
@@ -184,3 +184,10 @@ def test_integer_option_refuses_booleans_and_fractions(tmp_path: Path, value: st
     config.write_text(f"proxy_max_connections = {value}\n")
     with pytest.raises(ConfigError, match="--proxy-max-connections.*not a whole number"):
         parse_args([*REQUIRED, "--config", str(config)], {})
+
+
+def test_a_bad_choice_is_quoted_as_the_user_wrote_it() -> None:
+    """--log-level LOUD is refused quoting 'LOUD', as written, not a lowered copy the user never typed."""
+    expected = r"^--log-level \(env TOKENRELAY_LOG_LEVEL\): 'LOUD' is not one of debug"
+    with pytest.raises(ConfigError, match=expected):
+        parse_args([*REQUIRED, "--log-level", "LOUD"], {})

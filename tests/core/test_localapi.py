@@ -14,12 +14,12 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from tokenrelay.config import Settings
 from tokenrelay.errors import ConfigError
 from tokenrelay.lite import aip193
 from tokenrelay.lite.timestamps import format_timestamp, parse_timestamp
 from tokenrelay.serving.unixsocket import bind
 from tokenrelay.sidecar.localapi import SocketServer
+from tokenrelay.sidecar.settings import Settings
 from tokenrelay.testing import jti, make_jwt, refusal
 from tokenrelay.tokens.provider import TokenProviders
 

@@ -10,9 +10,9 @@ from collections.abc import Awaitable, Callable
 import pytest
 from aiohttp.test_utils import TestServer
 
-from tokenrelay.config import Settings
 from tokenrelay.errors import TokenRelayError
 from tokenrelay.sidecar import daemon, memory
+from tokenrelay.sidecar.settings import Settings
 from tokenrelay.testing import FakeTokenService, make_jwt
 
 

@@ -13,8 +13,8 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from tokenrelay.config import Settings
 from tokenrelay.sidecar import daemon
+from tokenrelay.sidecar.settings import Settings
 from tokenrelay.testing import FakeClock, FakeTokenService, make_jwt
 
 API = "https://api.example.test"

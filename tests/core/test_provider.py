@@ -10,11 +10,11 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from tokenrelay.config import Settings
 from tokenrelay.errors import TokenRelayError, TokenUnavailable
 from tokenrelay.lite import aip193
 from tokenrelay.lite.timestamps import format_timestamp
 from tokenrelay.sidecar import daemon
+from tokenrelay.sidecar.settings import Settings
 from tokenrelay.testing import FakeClock, FakeTokenService, jti, make_jwt, refusal
 from tokenrelay.tokens.provider import TokenProvider, TokenProviders
 from tokenrelay.tokens.sts import Issued

@@ -1,4 +1,4 @@
-"""The table of OIDC token sources is cheap to read: config (and so every command's parser) imports it."""
+"""The table of OIDC token sources is cheap to read: run's settings (so every command's parser) import it."""
 
 from __future__ import annotations
 
@@ -14,10 +14,11 @@ HEAVY = ("aiohttp", "asyncio", "ssl", "subprocess", "logging", "datetime", "json
 
 
 def test_reading_the_sources_table_loads_nothing_heavy() -> None:
-    """Importing config (which reads idsources.SOURCES) loads no aiohttp, asyncio, ssl, logging or json."""
+    """Importing run's settings (they read idsources.SOURCES) loads no aiohttp, asyncio, ssl, logging."""
     src = str(Path(tokenrelay.__file__).resolve().parents[1])
     code = (
-        f"import sys; sys.path.insert(0, {src!r}); before = set(sys.modules); import tokenrelay.config; "
+        f"import sys; sys.path.insert(0, {src!r}); before = set(sys.modules); "
+        "import tokenrelay.sidecar.settings; "
         f"print(sorted(m for m in {HEAVY!r} if m in set(sys.modules) - before))"
     )
     result = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, check=True)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tokenrelay.config import ID_TOKEN_SOURCES, OPTIONS_BY_NAME, parse_args
 from tokenrelay.errors import ConfigError
+from tokenrelay.sidecar.settings import OPTIONS_BY_NAME, parse_args
 from tokenrelay.tokens.idsources import SOURCES, Source
 
 REQUIRED = ["--auth-url", "https://auth.example", "--api-url", "https://api.example", "--identity", "g/i"]
@@ -13,7 +13,7 @@ REQUIRED = ["--auth-url", "https://auth.example", "--api-url", "https://api.exam
 
 def test_config_offers_exactly_the_registered_sources() -> None:
     """--id-token-source's choices are the table's names, so a new row is a new choice."""
-    assert tuple(SOURCES) == ID_TOKEN_SOURCES
+    assert tuple(SOURCES) == OPTIONS_BY_NAME["id_token_source"].choices
 
 
 @pytest.mark.parametrize("name", list(SOURCES))

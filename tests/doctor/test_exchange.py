@@ -17,10 +17,10 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from tokenrelay.config import Settings
 from tokenrelay.doctor import service
 from tokenrelay.doctor.oidc import OidcToken
 from tokenrelay.doctor.report import Check, Outcome
+from tokenrelay.sidecar.settings import Settings
 from tokenrelay.testing import FakeTokenService, loopback_certificates, make_jwt
 
 from ..support.doctor import BIN, SUBJECT, Platform, doctor, finding

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from tokenrelay.config import Settings
 from tokenrelay.errors import ConfigError
 from tokenrelay.helpers.hosts import parse_list
+from tokenrelay.sidecar.settings import Settings
 from tokenrelay.wrap.targets import TARGETS, chosen
 from tokenrelay.wrap.workspace import Workspace
 
@@ -91,8 +91,8 @@ def test_all_is_every_target_once() -> None:
 def test_exec_option_names_agree_with_the_table() -> None:
     """lite.names spells exec's options as its table declares them, and --hosts (run's option, which
     exec shares) is the helpers' own TOKENRELAY_HOSTS."""
-    from tokenrelay.config import OPTIONS_BY_NAME
     from tokenrelay.lite import names
+    from tokenrelay.sidecar.settings import OPTIONS_BY_NAME
     from tokenrelay.wrap.options import EXEC_OPTIONS
 
     assert [option.name for option in EXEC_OPTIONS] == list(names.EXEC_OPTION_NAMES)

@@ -126,4 +126,4 @@ def test_go_auth_loads_nothing_heavy(stack: Stack, client_env: dict[str, str]) -
     loaded = imported_by(["-m", "tokenrelay", "go-auth"], "", client_env)
     assert "tokenrelay.helpers.goauth" in loaded
     heavy = {name for name in loaded if name.split(".")[0] in HEAVY or name in HEAVY}
-    assert heavy | ({"argparse", "json", "re", "typing", "tokenrelay.config"} & loaded) == set()
+    assert heavy | ({"argparse", "json", "re", "typing", "tokenrelay.options"} & loaded) == set()

@@ -11,7 +11,7 @@ from pathlib import Path
 import yaml
 from prometheus_client import CollectorRegistry
 
-from tokenrelay.config import docgen
+from tokenrelay import docgen
 from tokenrelay.kube import inject, options, webhook
 
 from ..support.kube import REPO

@@ -123,7 +123,8 @@ def test_hand_written_sidecar_of_deploy_base_is_refused_by_name() -> None:
         (
             ["--api-url", "https://api.example.com"],
             "",
-            "--auth-url (env TOKENRELAY_AUTH_URL) is required: the sidecars' auth url",
+            "--auth-url (env TOKENRELAY_AUTH_URL) is required: Token service base URL the sidecars use "
+            "(their --auth-url; also the default audience of the projected token).",
         ),
         (
             [*URLS, "--kube-version", "latest"],
@@ -133,7 +134,8 @@ def test_hand_written_sidecar_of_deploy_base_is_refused_by_name() -> None:
         (
             ["--auth-url", "auth.example.com", "--api-url", "https://api.example.com"],
             "",
-            "--auth-url (env TOKENRELAY_AUTH_URL): 'auth.example.com' is not an http:// or https:// URL",
+            "--auth-url (env TOKENRELAY_AUTH_URL): 'auth.example.com' is not an http:// or https:// URL "
+            "(from --auth-url)",
         ),
         (
             [*URLS, "-f", "/nonexistent/app.yaml"],

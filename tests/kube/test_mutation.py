@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tokenrelay.config import parse_args
 from tokenrelay.kube import admission, inject, mutation
+from tokenrelay.sidecar.settings import parse_args
 
 from ..support.kube import (
     FIXTURES,

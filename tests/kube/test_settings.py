@@ -8,10 +8,11 @@ from typing import Any
 
 import pytest
 
-from tokenrelay import config
+from tokenrelay import options
 from tokenrelay.emulator import dev
 from tokenrelay.errors import ConfigError
 from tokenrelay.kube import inject, mutation, settings, webhook
+from tokenrelay.sidecar import settings as config
 
 # flag -> (environment variable, default): as they were released, which manifests and scripts use
 INJECTOR: dict[str, tuple[str | None, Any]] = {
@@ -105,6 +106,35 @@ def test_bad_seconds_name_the_flag() -> None:
         webhook.webhook_settings(args, {**URLS, "POD_NAMESPACE": "x"})
 
 
+def test_a_bad_url_names_the_variable_it_came_from() -> None:
+    """An injector URL from the environment that is not http(s) is refused naming that variable, as
+    run's own settings are (one reader for every command)."""
+    parser = argparse.ArgumentParser()
+    inject.add_arguments(parser)
+    env = {**URLS, "TOKENRELAY_API_URL": "api.example.com"}
+    with pytest.raises(ConfigError, match=r"'api.example.com' is not .* URL \(from TOKENRELAY_API_URL\)$"):
+        settings.injector(parser.parse_args([]), env)
+
+
+def test_a_webhook_seconds_flag_takes_zero_and_refuses_a_day() -> None:
+    """--shutdown-delay 0 stops at once; a day or more is refused naming the flag."""
+    parser = argparse.ArgumentParser()
+    webhook.add_arguments(parser)
+    env = {**URLS, "POD_NAMESPACE": "x"}
+    assert webhook.webhook_settings(parser.parse_args(["--shutdown-delay", "0"]), env).shutdown_delay == 0
+    with pytest.raises(ConfigError, match=r"^--shutdown-delay: '86400' is not a number of seconds"):
+        webhook.webhook_settings(parser.parse_args(["--shutdown-delay", "86400"]), env)
+
+
+def test_an_empty_metrics_listen_turns_the_webhooks_metrics_off() -> None:
+    """--metrics-listen "" serves no metrics port; unset, the default 0.0.0.0:9090 is served."""
+    parser = argparse.ArgumentParser()
+    webhook.add_arguments(parser)
+    env = {**URLS, "POD_NAMESPACE": "x"}
+    assert webhook.webhook_settings(parser.parse_args(["--metrics-listen", ""]), env).metrics_listen is None
+    assert webhook.webhook_settings(parser.parse_args([]), env).metrics_listen == ("0.0.0.0", 9090)
+
+
 def test_log_level_is_one_definition_for_every_command() -> None:
     """run, webhook and dev accept the same --log-level choices with the same default."""
     choices = set()
@@ -112,6 +142,6 @@ def test_log_level_is_one_definition_for_every_command() -> None:
         parser = argparse.ArgumentParser()
         add_arguments(parser)
         (action,) = [a for a in parser._actions if "--log-level" in a.option_strings]
-        choices.add(tuple(action.choices or config.LOG_LEVELS))
+        choices.add(tuple(action.choices or options.LOG_LEVELS))
         assert action.default in (None, "info")
-    assert choices == {config.LOG_LEVELS}
+    assert choices == {options.LOG_LEVELS}

@@ -255,7 +255,8 @@ def test_bad_flags_exit_2_naming_the_flag(tmp_path: Path) -> None:
     )
     assert done.returncode == 2
     assert done.stderr == (
-        "tokenrelay webhook: --auth-url (env TOKENRELAY_AUTH_URL) is required: the sidecars' auth url\n"
+        "tokenrelay webhook: --auth-url (env TOKENRELAY_AUTH_URL) is required: Token service base URL "
+        "the sidecars use (their --auth-url; also the default audience of the projected token).\n"
     )
     done = subprocess.run(
         [cli(), "webhook", "--namespace", "x", "--listen", "8443", "--auth-url", "https://a.example",

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tokenrelay.config import parse_args
 from tokenrelay.kube import mutation
+from tokenrelay.sidecar.settings import parse_args
 
 from ..support import kube
 from ..support.production import REPO

@@ -13,9 +13,10 @@ from typing import Any
 import yaml
 from prometheus_client import CollectorRegistry
 
-from tokenrelay import cli, config
+from tokenrelay import cli
 from tokenrelay.agent.metrics import AgentMetrics
 from tokenrelay.kube.webhook import WebhookMetrics
+from tokenrelay.sidecar import settings as config
 from tokenrelay.sidecar.metrics import Metrics
 
 from ..support.production import REPO

@@ -7,9 +7,9 @@ import re
 
 from prometheus_client import CollectorRegistry
 
-from tokenrelay import config
-from tokenrelay.config import docgen
+from tokenrelay import docgen
 from tokenrelay.lite import names
+from tokenrelay.sidecar import settings as config
 from tokenrelay.sidecar.metrics import Metrics
 from tokenrelay.tokens.provider import DEFAULT_BACKOFF, RETRY_SPREAD
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tokenrelay.config import parse_args
 from tokenrelay.errors import ConfigError
+from tokenrelay.sidecar.settings import parse_args
 
 REQUIRED = ["--auth-url", "https://auth.example", "--api-url", "https://api.example", "--identity", "org/ci"]
 KEPT = [*REQUIRED, "--audience", "registry.example"]

@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tokenrelay.helpers.hosts import Host, parse_spec
-from tokenrelay.render import Entry, FormatError, Options, block, parse
+from tokenrelay.render import Entry, FormatError, block, parse
 
 HOSTS = [parse_spec("127.0.0.1:4873"), parse_spec("repo.example.com=shared")]
 
@@ -190,12 +190,10 @@ def test_maven_escapes_the_token_as_xml_text() -> None:
 
 def test_maven_ids_come_from_render_maven_ids() -> None:
     """--render-maven-ids names a host's ``<server>`` by the repository id the user's POM uses."""
-    from tokenrelay.render import options
 
-    fmt = parse("maven=x", options(["127.0.0.1:4873=internal"])).format
+    fmt = parse("maven=x", {"render_maven_ids": ("127.0.0.1:4873=internal",)}).format
     assert fmt.key(HOSTS[0]) == "internal"
     assert fmt.key(HOSTS[1]) == "repo.example.com"
-    assert isinstance(Options().maven_ids, dict)
 
 
 def test_maven_creates_settings_and_refuses_broken_xml() -> None:

@@ -160,8 +160,8 @@ def test_a_clean_stop_takes_out_only_tokenrelays_entries(tmp_path: Path) -> None
 
 async def test_sighup_applies_a_new_render_mode(tmp_path: Path) -> None:
     """--render-mode is re-read on SIGHUP: the refresh it starts rewrites the file with the new mode."""
-    from tokenrelay.config import parse_args
     from tokenrelay.sidecar.reloader import Reloader
+    from tokenrelay.sidecar.settings import parse_args
     from tokenrelay.testing import FakeTokenService
     from tokenrelay.tokens.provider import TokenProvider, TokenProviders
 

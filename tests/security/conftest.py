@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from tokenrelay.config import Settings
 from tokenrelay.sidecar.localapi import SocketServer
+from tokenrelay.sidecar.settings import Settings
 
 from ..support import paths
 from ..support.security import (

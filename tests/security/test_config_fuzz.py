@@ -12,8 +12,9 @@ from typing import Any
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from tokenrelay.config import OPTIONS, OPTIONS_BY_NAME, Option, Settings, parse_args
 from tokenrelay.errors import ConfigError
+from tokenrelay.options import Option
+from tokenrelay.sidecar.settings import OPTIONS, OPTIONS_BY_NAME, Settings, parse_args
 
 BASE = [
     "--auth-url=https://auth.example",

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from tokenrelay.config import Settings
 from tokenrelay.lite import aip193
 from tokenrelay.lite import socketclient as client
 from tokenrelay.lite.socketclient import LocalApiError
 from tokenrelay.serving import peercred
 from tokenrelay.serving.peercred import Peer, Policy
 from tokenrelay.sidecar.localapi import SocketServer
+from tokenrelay.sidecar.settings import Settings
 
 from ..support.security import API, ServeSocket, StaticTokens
 

@@ -14,12 +14,12 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from tokenrelay.config import Settings
 from tokenrelay.errors import TokenRelayError
 from tokenrelay.lite import aip193
 from tokenrelay.lite.jwtclaims import numeric_claim, unverified_claims
 from tokenrelay.lite.redact import fingerprint
 from tokenrelay.proxy import ProxyServer
+from tokenrelay.sidecar.settings import Settings
 from tokenrelay.testing import FakeClock, FakeTokenService, jti, make_jwt, refusal
 from tokenrelay.tokens.provider import TokenProvider, TokenProviders
 from tokenrelay.tokens.sts import Issued

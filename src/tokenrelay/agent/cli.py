@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..config import add_options
+from ..options import add_options
 from .options import ALL_OPTIONS
 
 

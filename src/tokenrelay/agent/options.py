@@ -1,4 +1,4 @@
-"""The settings of ``tokenrelay agent``, declared once as ``config.OPTIONS`` declares run's: flags,
+"""The settings of ``tokenrelay agent``, declared once as ``sidecar.settings.OPTIONS`` declares run's: flags,
 environment names and the generated reference (docs/agent.md) come from this table. The options it
 shares with run are run's own entries; ``socket`` and ``socket_mode`` are the agent's, since its
 defaults differ (a host directory every pod of the node mounts)."""
@@ -9,9 +9,10 @@ import argparse
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..config import OPTIONS_BY_NAME, Option, read_options
 from ..errors import ConfigError
 from ..lite.names import DEFAULT_AGENT_SOCKET, where
+from ..options import Option, read_options
+from ..sidecar.settings import OPTIONS_BY_NAME
 
 # Every pod of the node connects, whatever its uid: what admits a caller is its token, not its uid.
 AGENT_SOCKET_MODE = 0o666

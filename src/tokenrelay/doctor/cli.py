@@ -10,10 +10,11 @@ import sys
 from collections.abc import Awaitable, Mapping
 from typing import TypeVar
 
-from .. import config, outbound
-from ..config import Settings
+from .. import outbound
 from ..lite import socketclient as client
 from ..lite.names import AGENT_TOKEN_FILE_ENV
+from ..sidecar import settings as runsettings
+from ..sidecar.settings import Settings
 from . import agent, clients, gitconfig, oidc, renders, routed, service, settings, sidecar
 from .report import Outcome, Report, failed, skipped
 
@@ -26,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "as `tokenrelay run`; prints one line per check and the fix for each failure."
     )
     parser.add_argument("--json", action="store_true", help="print the findings as one JSON document")
-    config.add_arguments(parser)
+    runsettings.add_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:

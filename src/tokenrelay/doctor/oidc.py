@@ -13,12 +13,12 @@ from typing import Any
 
 import aiohttp
 
-from ..config import Settings
 from ..errors import ConfigError, IdTokenError
 from ..lite.jwtclaims import numeric_claim, unverified_claims
 from ..lite.redact import fingerprint
 from ..lite.timestamps import format_timestamp
 from ..sidecar.daemon import id_token_source
+from ..sidecar.settings import Settings
 from ..tokens.idsources import SOURCES, Source, unsaid
 from .report import Check, failed, passed, skipped, warning
 

@@ -9,7 +9,6 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from ..config import Settings
 from ..errors import HostsError
 from ..helpers.hosts import Host, parse_list
 from ..lite.jwtclaims import numeric_claim, unverified_claims
@@ -17,6 +16,7 @@ from ..lite.redact import fingerprint
 from ..lite.socketclient import LocalApiError, fetch_token
 from ..lite.timestamps import format_timestamp
 from ..serving.sinks import refuse_symlink
+from ..sidecar.settings import Settings
 from .report import Check, Outcome, failed, passed, skipped, warning
 
 if TYPE_CHECKING:
@@ -39,7 +39,7 @@ def check(
     except HostsError as exc:
         return [failed("renders.hosts", str(exc), "correct --hosts (env TOKENRELAY_HOSTS)")]
     current = _current(settings.socket) if kept is not None else _absent
-    formats = render.options(settings.render_maven_ids)
+    formats = render.options(settings)
     return [_one(render.parse(spec, formats), hosts, kept, current, wall) for spec in settings.render]
 
 

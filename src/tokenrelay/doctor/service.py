@@ -15,7 +15,6 @@ from typing import Any
 import aiohttp
 from yarl import URL
 
-from ..config import Settings
 from ..errors import ExchangeError
 from ..lite import aip193
 from ..lite.jwtclaims import numeric_claim, unverified_claims
@@ -24,6 +23,7 @@ from ..lite.regularfile import NotRegularFile, read_regular
 from ..lite.stsanswer import http_date
 from ..lite.timestamps import format_timestamp
 from ..lite.unreachable import unreachable_text
+from ..sidecar.settings import Settings
 from ..tokens import sts
 from .oidc import OidcToken, expected_audience
 from .report import Check, failed, passed, skipped, warning

@@ -1,4 +1,4 @@
-"""Checks of ``tokenrelay run``'s settings, read as ``tokenrelay run`` reads them (``config.load``)."""
+"""Checks of ``tokenrelay run``'s settings, read as ``tokenrelay run`` reads them (``runsettings.load``)."""
 
 from __future__ import annotations
 
@@ -6,19 +6,19 @@ import argparse
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
-from .. import config
-from ..config import Settings
 from ..errors import ConfigError
 from ..lite import names
+from ..sidecar import settings as runsettings
+from ..sidecar.settings import Settings
 from .report import Check, failed, passed, skipped, warning
 
-REQUIRED = tuple(option for option in config.OPTIONS if option.required)
+REQUIRED = tuple(option for option in runsettings.OPTIONS if option.required)
 
 
 def check(args: argparse.Namespace, environ: Mapping[str, str]) -> tuple[list[Check], Settings | None]:
     """The settings checks, and the Settings when they load."""
     try:
-        settings = config.load(args, environ)
+        settings = runsettings.load(args, environ)
     except ConfigError as exc:
         if not _anything_given(args, environ):
             return [
@@ -55,7 +55,7 @@ def _anything_given(args: argparse.Namespace, environ: Mapping[str, str]) -> boo
 
 def _fix_for(exc: ConfigError) -> str:
     text = exc.message
-    for option in config.OPTIONS:
+    for option in runsettings.OPTIONS:
         if text.startswith(option.where()):
             return (
                 f"set {option.flag} (env {option.env}, key {option.name!r} in the --config file) "

@@ -20,10 +20,11 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..config import Settings, add_logging_options
 from ..lite.netloc import is_loopback, parse_hostport
+from ..options import add_logging_options
 from ..serving.listening import bind_error
 from ..serving.socketdir import private_directory
+from ..sidecar.settings import Settings
 from . import commandpaths
 from .commandpaths import installed, scripts_dir, sh
 from .iam import groups

@@ -17,8 +17,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
-from ..config import Option, add_options
 from ..errors import ConfigError, InjectionRefused
+from ..options import Option, add_options
 from . import mutation, settings
 
 # kind -> JSON pointer of its pod template ("" for a Pod itself)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..errors import InjectionRefused
+from ..options import choose, split_list
 
 PREFIX = "tokenrelay.dev/"
 INJECT_LABEL = PREFIX + "inject"  # "enabled" on a namespace or pod template opts in; "disabled" opts out
@@ -243,15 +244,12 @@ class PodOptions:
 
 
 # Validators: (row, stripped non-empty text) -> value. A ValueError's args are the problems, each
-# said after "annotation NAME: ".
+# said after "annotation NAME: ". A list and a choice are read as every command's options are
+# (``tokenrelay.options``); the others are the annotations' own kinds.
 
 
 def _text(row: Annotation, text: str) -> str:
     return text
-
-
-def _list(row: Annotation, text: str) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(item.strip() for item in text.split(",") if item.strip()))
 
 
 def _on_off(row: Annotation, text: str) -> bool:
@@ -281,12 +279,6 @@ def _quantity(row: Annotation, text: str) -> str:
     return text
 
 
-def _choice(row: Annotation, text: str) -> str:
-    if text.lower() not in row.choices:
-        raise ValueError(f"{text!r} is not one of {', '.join(row.choices)}")
-    return text.lower()
-
-
 def _files(row: Annotation, text: str) -> tuple[tuple[str, str | None], ...]:
     files: dict[str, str | None] = {}
     problems: list[str] = []
@@ -310,12 +302,12 @@ def _files(row: Annotation, text: str) -> tuple[tuple[str, str | None], ...]:
 
 _VALIDATORS: dict[Kind, Callable[[Annotation, str], Any]] = {
     "text": _text,
-    "list": _list,
+    "list": lambda row, text: split_list(text),
     "on/off": _on_off,
     "port": _port,
     "seconds": _seconds,
     "quantity": _quantity,
-    "choice": _choice,
+    "choice": lambda row, text: choose(text, row.choices),
     "files": _files,
 }
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .._version import __version__
-from ..config import Option
+from ..options import Option
 from . import inject, options, settings
 
 

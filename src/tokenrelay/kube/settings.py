@@ -1,7 +1,7 @@
 """The injector's own settings, shared by ``tokenrelay inject`` and ``tokenrelay webhook``.
 
-``OPTIONS`` holds them as ``config.Option`` rows, as ``tokenrelay run``'s table does: each is a flag
-with an environment variable derived from its name. The URLs take the same variables as
+``OPTIONS`` holds them as ``options.Option`` rows, read by the same machine as ``tokenrelay run``'s
+table: each is a flag with an environment variable derived from its name. The URLs take the same variables as
 ``tokenrelay run`` (``TOKENRELAY_AUTH_URL``, ``TOKENRELAY_API_URL``), since they are the values the
 sidecar will get. docs/kubernetes.md's table of them is generated from ``OPTIONS``.
 """
@@ -9,15 +9,12 @@ sidecar will get. docs/kubernetes.md's table of them is generated from ``OPTIONS
 from __future__ import annotations
 
 import argparse
-import os
 import re
-from collections.abc import Mapping, Sequence
-from typing import Any
-from urllib.parse import urlsplit
+from collections.abc import Mapping
 
 from .._version import __version__
-from ..config import Option, add_options
 from ..errors import ConfigError
+from ..options import Option, add_options, read_options
 from .mutation import Injector
 
 DEFAULT_IMAGE = f"ghcr.io/example/tokenrelay:{__version__}"
@@ -59,33 +56,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_options(parser, OPTIONS)
 
 
-def value(option: Option, args: argparse.Namespace, env: Mapping[str, str]) -> Any:
-    """The flag's value, else the variable's (when the option has one), else the default; strings
-    stripped, and an empty one taken as not given."""
-    given = getattr(args, option.name, None)
-    if isinstance(given, str):
-        given = given.strip() or None
-    if given is None and option.variable is not None:
-        given = env.get(option.env, "").strip() or None
-    return option.default if given is None else given
-
-
-def values(
-    options: Sequence[Option], args: argparse.Namespace, environ: Mapping[str, str] | None = None
-) -> dict[str, Any]:
-    env = os.environ if environ is None else environ
-    return {option.name: value(option, args, env) for option in options}
-
-
 def injector(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> Injector:
-    """The Injector from flags and environment; raises ConfigError naming the flag and variable."""
-    given = values(OPTIONS, args, environ)
-    for option in OPTIONS:
-        text = given[option.name]
-        if text is None and option.required:
-            raise ConfigError(f"{option.where()} is required: the sidecars' {option.name.replace('_', ' ')}")
-        if option.kind == "url":
-            given[option.name] = _url(option, text)
+    """The Injector from flags and environment, read by the options machine as every command's are;
+    raises ConfigError naming the flag and variable."""
+    given = read_options(OPTIONS, args, environ)
     version = None
     if given["kube_version"] is not None:
         version = parse_version(given["kube_version"])
@@ -100,13 +74,6 @@ def injector(args: argparse.Namespace, environ: Mapping[str, str] | None = None)
         oidc_audience=given["oidc_audience"],
         kube_version=version,
     )
-
-
-def _url(option: Option, text: str) -> str:
-    parts = urlsplit(text)
-    if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
-        raise ConfigError(f"{option.where()}: {text!r} is not an http:// or https:// URL")
-    return text.rstrip("/")
 
 
 def parse_version(text: str) -> tuple[int, int] | None:

@@ -32,9 +32,9 @@ from aiohttp import web
 from cryptography import x509
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from ..config import LOGGING, Option, add_options, logging_option
 from ..errors import ConfigError
 from ..lite.netloc import parse_hostport
+from ..options import LOGGING, Option, add_options, logging_option, read_options
 from ..serving import probes
 from ..serving.listening import bind_error
 from . import admission, certs, mutation, settings
@@ -400,7 +400,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "check_interval",
         "How often the certificate is checked, rotated and reloaded, in seconds.",
-        kind="seconds",
+        kind="delay",
         default=DEFAULT_CHECK_INTERVAL,
         metavar="SECONDS",
         variable=None,
@@ -409,7 +409,7 @@ OPTIONS: tuple[Option, ...] = (
         "shutdown_delay",
         "On SIGTERM, how long to keep serving while not ready, so the Service drops this replica "
         "first, in seconds.",
-        kind="seconds",
+        kind="delay",
         default=DEFAULT_SHUTDOWN_DELAY,
         metavar="SECONDS",
         variable=None,
@@ -427,47 +427,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def webhook_settings(args: argparse.Namespace, environ: dict[str, str] | None = None) -> WebhookSettings:
     env = dict(os.environ) if environ is None else environ
     injector = settings.injector(args, env)
-    given = settings.values(OPTIONS, args, env)
+    # --metrics-listen "" turns the metrics listener off
+    metrics_off = getattr(args, "metrics_listen", None) == ""
+    if metrics_off:
+        args = argparse.Namespace(**{**vars(args), "metrics_listen": None})
+    given = read_options(OPTIONS, args, env)
     namespace = given["namespace"]
     if not namespace:
         try:
             namespace = SERVICE_ACCOUNT_NAMESPACE.read_text().strip()
         except OSError:
             raise ConfigError(f"{BY_NAME['namespace'].where()} is required outside a pod") from None
-    listen = _hostport(BY_NAME["listen"], given["listen"])
-    # --metrics-listen "" turns the metrics listener off
-    metrics = _hostport(BY_NAME["metrics_listen"], args.metrics_listen) if args.metrics_listen else None
     return WebhookSettings(
         injector=injector,
-        listen=listen,
-        metrics_listen=metrics,
+        listen=given["listen"],
+        metrics_listen=None if metrics_off else given["metrics_listen"],
         tls_dir=Path(given["tls_dir"]),
         namespace=namespace,
         excluded=frozenset({"kube-system", namespace, *given["exclude_namespace"]}),
         cert_secret=given["cert_secret"],
         webhook_configuration=given["webhook_configuration"],
         service=given["service"],
-        check_interval=_seconds(BY_NAME["check_interval"], given["check_interval"]),
-        shutdown_delay=_seconds(BY_NAME["shutdown_delay"], given["shutdown_delay"]),
+        check_interval=given["check_interval"],
+        shutdown_delay=given["shutdown_delay"],
     )
-
-
-def _seconds(option: Option, raw: object) -> float:
-    # 0 is allowed: the tests stop at once with --shutdown-delay 0
-    try:
-        seconds = float(raw)  # type: ignore[arg-type]  # anything float() refuses is refused
-    except (TypeError, ValueError):
-        seconds = -1.0
-    if not 0 <= seconds < 86400:
-        raise ConfigError(f"{option.where()}: {raw!r} is not a number of seconds (0 or more, under a day)")
-    return seconds
-
-
-def _hostport(option: Option, text: str) -> tuple[str, int]:
-    try:
-        return parse_hostport(text, option.default)
-    except ValueError as exc:
-        raise ConfigError(f"{option.where()}: {exc}") from None
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1,7 +1,7 @@
 """Whether an extra of tokenrelay's is installed, and the one command that installs it.
 
-Standard library only, and nothing imported until asked: ``config`` reads the table of OIDC sources,
-whose ``missing`` asks here.
+Standard library only, and nothing imported until asked: run's settings (``sidecar.settings``) read
+the table of OIDC sources, whose ``missing`` asks here.
 
 In the container image an extra is not a pip command (the image has no pip) but a build argument:
 its builder stage records the extras it installed in ``IMAGE_EXTRAS_FILE`` at the virtualenv's root

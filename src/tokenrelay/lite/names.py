@@ -2,13 +2,13 @@
 
 Every option is a flag ``--name-with-dashes`` and an environment variable ``TOKENRELAY_NAME``; error
 messages name both through ``where`` rather than by hand, and the credential helpers read the same
-variables by these names. ``config.OPTIONS`` is the table these names come from (a test pins that
+variables by these names. ``sidecar.settings.OPTIONS`` is the table these names come from (a test pins that
 they agree). Standard library only, no imports at all: the credential helpers import this module.
 """
 
 ENV_PREFIX = "TOKENRELAY_"
 
-# Every option of `tokenrelay run`, in the order of config.OPTIONS.
+# Every option of `tokenrelay run`, in the order of sidecar.settings.OPTIONS.
 OPTION_NAMES = (
     "auth_url",
     "api_url",

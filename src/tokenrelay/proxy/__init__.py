@@ -19,8 +19,23 @@ reports to its request through its ``AnswerEvents`` Protocol, and a request to i
 through ``request.Client``. tests/proxy/test_layering.py holds the package to these rules.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from .limits import Limits
 from .observer import NullObserver, ProxyObserver
-from .server import ProxyServer
+
+if TYPE_CHECKING:
+    from .server import ProxyServer
+
+
+def __getattr__(name: str) -> Any:
+    # The server (and the event loop's world with it) loads when first named: run's settings read
+    # the limits' option rows, and every command's parser reads those.
+    if name == "ProxyServer":
+        from .server import ProxyServer
+
+        return ProxyServer
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["Limits", "NullObserver", "ProxyObserver", "ProxyServer"]

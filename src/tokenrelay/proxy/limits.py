@@ -2,16 +2,23 @@
 
 Like hypercorn's ``Config``: one object that the HTTP/1.1 and the HTTP/2 front ends both read. Each
 field's comment says which protocol honours it (both, unless it says so); ``h2_*`` fields are HTTP/2's
-alone. The user-facing ones take their defaults from ``lite.names`` (``--proxy-timeout``,
-``--proxy-max-connections``); docs/proxy.md's limits tables are checked against these defaults
+alone. A user-facing one declares its option row in its field's metadata (``OPTION``): ``options()``
+hands those rows to ``tokenrelay run``'s table, so each is a flag, a variable, a TOML key and a docs
+row, and ``from_settings`` builds the limits from their values, in this one place. Their defaults
+come from ``lite.names``; docs/proxy.md's limits tables are checked against these defaults
 (tests/proxy/test_docs.py).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Self
 
 from ..lite.names import DEFAULT_PROXY_MAX_CONNECTIONS, DEFAULT_PROXY_TIMEOUT
+from ..options import Option
+
+OPTION = "option"  # the metadata key of a field's option row
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,11 +33,33 @@ class Limits:
     # without END_HEADERS to the end of its block (GOAWAY ENHANCE_YOUR_CALM after)
     header_timeout: float = 10.0
     idle_timeout: float = 75.0  # a client connection with no request (no stream) is closed after this
-    max_connections: int = DEFAULT_PROXY_MAX_CONNECTIONS  # client connections held at once (503 beyond)
     # from a request sent in full to the answer's head (504 after), and the longest an upstream may go
     # silent mid-answer, or leave the request unread (a cut after); HTTP/2: also the longest a stream's
     # answer bytes may wait for a client that reads none of them (RST_STREAM CANCEL after)
-    upstream_timeout: float = DEFAULT_PROXY_TIMEOUT
+    upstream_timeout: float = field(
+        default=DEFAULT_PROXY_TIMEOUT,
+        metadata={
+            OPTION: Option(
+                "proxy_timeout",
+                "How long the proxy waits for the upstream's answer, in seconds (then 504).",
+                kind="seconds",
+                default=DEFAULT_PROXY_TIMEOUT,
+                metavar="SECONDS",
+            )
+        },
+    )
+    max_connections: int = field(  # client connections held at once (503 beyond)
+        default=DEFAULT_PROXY_MAX_CONNECTIONS,
+        metadata={
+            OPTION: Option(
+                "proxy_max_connections",
+                "Most client connections the proxy holds open at once.",
+                kind="int",
+                default=DEFAULT_PROXY_MAX_CONNECTIONS,
+                metavar="N",
+            )
+        },
+    )
     # a request body's allowance before body_min_rate applies (408 after; HTTP/2: then RST_STREAM, and
     # only until the answer's head: past it, a slow request is a bidirectional call's own pace)
     body_timeout: float = 20.0
@@ -61,3 +90,20 @@ class Limits:
     # connection beyond) and the window it may send ahead on a stream (the connection's: all of them)
     h2_upstream_streams: int = 100
     h2_upstream_stream_window: int = 256 * 1024
+
+    @classmethod
+    def from_settings(cls, settings: object) -> Self:
+        """The limits whose fields declare an option, from those options' values in ``settings``
+        (by option name); the others at their defaults."""
+        values: dict[str, Any] = {
+            item.name: getattr(settings, item.metadata[OPTION].name)
+            for item in dataclasses.fields(cls)
+            if OPTION in item.metadata
+        }
+        return cls(**values)
+
+
+def options(limits: type[Limits] | None = None) -> tuple[Option, ...]:
+    """The option rows the fields of ``limits`` (this module's ``Limits``) declare, in their order."""
+    fields = dataclasses.fields(limits or Limits)
+    return tuple(item.metadata[OPTION] for item in fields if OPTION in item.metadata)

@@ -3,21 +3,20 @@
 without touching anything else in them.
 
 ``format`` is the interface, one module per format, ``table`` their registration and the
-``FORMAT=PATH`` reader, ``sink`` the Observer the daemon wires (``from_settings``).
+``FORMAT=PATH`` reader, ``specs`` the --render options as ``tokenrelay run``'s settings read and
+check them, ``sink`` the Observer the daemon wires (``from_settings``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from ..helpers.hosts import join_netloc, split_hostport
 from .format import Entry, Format, FormatError, Options
-from .sink import RenderSink, Report
+from .specs import RenderSettings, options
 from .table import FORMATS, Render, parse
 
 if TYPE_CHECKING:
-    from ..config import Settings
+    from .sink import RenderSink, Report
 
 __all__ = [
     "FORMATS",
@@ -29,27 +28,28 @@ __all__ = [
     "RenderSink",
     "Report",
     "from_settings",
+    "options",
     "parse",
 ]
 
 
-def options(maven_ids: Sequence[str]) -> Options:
-    """The formats' options from --render-maven-ids (``HOST=ID`` each; checked by config)."""
-    ids = {}
-    for spec in maven_ids:
-        host, _, server_id = spec.partition("=")
-        parts = split_hostport(host.strip())
-        if parts is not None:
-            ids[join_netloc(*parts)] = server_id.strip()
-    return Options(maven_ids=ids)
+def __getattr__(name: str) -> Any:
+    # The sink (and aiohttp with it) loads when first named: run's settings read this package's
+    # options, and every command's parser reads those.
+    if name in ("RenderSink", "Report"):
+        from . import sink
+
+        return getattr(sink, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def from_settings(settings: Settings, report: Report | None = None) -> list[RenderSink]:
-    """A sink per --render of ``settings`` (checked by config: they parse)."""
+def from_settings(settings: RenderSettings, report: Report | None = None) -> list[RenderSink]:
+    """A sink per --render of ``settings`` (checked by ``specs.check_settings``: they parse)."""
     from ..helpers.hosts import parse_list
+    from .sink import RenderSink
 
     hosts = parse_list(settings.hosts, "--hosts")
-    formats = options(settings.render_maven_ids)
+    formats = options(settings)
     return [
         RenderSink(parse(spec, formats), hosts, settings.render_mode, *([report] if report else []))
         for spec in settings.render

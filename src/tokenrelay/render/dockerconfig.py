@@ -9,18 +9,19 @@ tokenrelay owns are replaced, added or taken out. Every other key, entry and spa
 A member is tokenrelay's when its ``auth`` is ``_token:...``; any other under a host tokenrelay owns
 is the user's, set aside (``set_aside``) before its value is replaced and put back in place when
 tokenrelay's goes (JSON keeps one member of a key).
+
+``json`` is imported where it is used: run's settings import every format for its rows of options,
+and every command's parser imports those settings.
 """
 
 from __future__ import annotations
 
 import base64
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from .format import USERNAME, Entry, Format, FormatError
 
-_DECODER = json.JSONDecoder()
 _SPACE = " \t\r\n"
 
 
@@ -65,6 +66,8 @@ class DockerConfig(Format):
         return text
 
     def _render(self, text: str, owned: set[str], wanted: dict[str, str]) -> str:
+        import json  # lazily, as the module docstring says
+
         auths = _member(text, _object(text, 0), "auths")
         if auths is None:
             if not wanted:
@@ -86,6 +89,8 @@ class DockerConfig(Format):
         return text
 
     def tokens(self, text: str) -> dict[str, str]:
+        import json  # lazily, as the module docstring says
+
         found = {}
         auths = json.loads(text).get("auths", {})
         for key, value in auths.items():
@@ -104,6 +109,8 @@ def _unreadable(exc: Exception) -> FormatError:
 
 def _ours(value: str) -> bool:
     """Whether an ``auths`` member's value is tokenrelay's: its ``auth`` is ``_token:...``."""
+    import json  # lazily, as the module docstring says
+
     try:
         auth = json.loads(value).get("auth", "")
         return base64.b64decode(auth, validate=True).decode().partition(":")[0] == USERNAME
@@ -112,6 +119,8 @@ def _ours(value: str) -> bool:
 
 
 def _value(entry: Entry) -> str:
+    import json  # lazily, as the module docstring says
+
     auth = base64.b64encode(f"{USERNAME}:{entry.token}".encode()).decode()
     return json.dumps({"auth": auth})
 
@@ -132,20 +141,22 @@ def _object(text: str, index: int) -> int:
 
 def _members(text: str, start: int) -> tuple[list[Member], int]:
     """The members of the object opening at ``start``, and the index of its closing brace."""
+    import json  # lazily, as the module docstring says
+
     index = _skip(text, start + 1)
     members: list[Member] = []
     if text[index] == "}":
         return members, index
     while True:
         key_start = index
-        key, index = _DECODER.raw_decode(text, index)
+        key, index = json.JSONDecoder().raw_decode(text, index)
         if not isinstance(key, str):
             raise ValueError(f"expected a key at character {key_start}")
         index = _skip(text, index)
         if text[index] != ":":
             raise ValueError(f"expected ':' at character {index}")
         value_start = _skip(text, index + 1)
-        _, end = _DECODER.raw_decode(text, value_start)
+        _, end = json.JSONDecoder().raw_decode(text, value_start)
         members.append(Member(key, key_start, value_start, end))
         index = _skip(text, end)
         if text[index] == "}":

@@ -17,10 +17,11 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from ..helpers import USERNAME
 from ..helpers.hosts import Host
+from ..options import Option
 
 __all__ = ["USERNAME", "Entry", "Format", "FormatError", "Options"]
 
@@ -39,11 +40,8 @@ class Entry:
     expires_at: str  # the upstream's timestamp form
 
 
-@dataclass(frozen=True, slots=True)
-class Options:
-    """What formats may need beyond the hosts: --render-maven-ids, as host netloc -> id."""
-
-    maven_ids: Mapping[str, str] = field(default_factory=dict)
+# The values of the formats' own options (their ``options`` rows), by option name.
+Options = Mapping[str, Any]
 
 
 class Format(ABC):
@@ -52,10 +50,15 @@ class Format(ABC):
     name: ClassVar[str]
     # template:SRC takes the part after the colon; the others take none.
     takes_source: ClassVar[bool] = False
+    # The format's own settings, beyond --render and --render-mode: rows that ``tokenrelay run``'s
+    # table takes in (so each is a flag, a variable, a TOML key and a docs row, checked by its
+    # converter), and whose values ``build`` gets by name.
+    options: ClassVar[tuple[Option, ...]] = ()
 
     @classmethod
     def build(cls, source: str | None, options: Options) -> Format:
-        """The format for one --render; raises ValueError on a wrong ``source``."""
+        """The format for one --render, given the values of every format's options by name (those
+        not set at their default); raises ValueError on a wrong ``source``."""
         return cls()
 
     def key(self, host: Host) -> str:

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from xml.etree import ElementTree
-from xml.sax.saxutils import escape
 
-from ..helpers.hosts import Host
+from ..errors import HostsError
+from ..helpers.hosts import Host, join_netloc, parse_spec, split_hostport
+from ..options import Option, as_list
 from .format import USERNAME, Entry, Format, FormatError, Options
 
 NEW_FILE = """<?xml version="1.0" encoding="UTF-8"?>
@@ -44,9 +44,27 @@ class Maven(Format):
     def __init__(self, ids: dict[str, str] | None = None) -> None:
         self._ids = ids or {}
 
+    options = (
+        Option(
+            "render_maven_ids",
+            "The <id> of a host's <server> in a maven --render (repeatable); the host[:port] otherwise.",
+            kind="list",
+            repeatable=True,
+            default=(),
+            metavar="HOST=ID",
+            convert=lambda raw: _server_ids(as_list(raw)),
+        ),
+    )
+
     @classmethod
     def build(cls, source: str | None, options: Options) -> Format:
-        return cls(dict(options.maven_ids))
+        ids = {}
+        for spec in options.get("render_maven_ids", ()):
+            host, _, server_id = spec.partition("=")
+            parts = split_hostport(host.strip())
+            if parts is not None:
+                ids[join_netloc(*parts)] = server_id.strip()
+        return cls(ids)
 
     def key(self, host: Host) -> str:
         return self._ids.get(host.netloc, host.netloc)
@@ -103,6 +121,9 @@ class Maven(Format):
 
 
 def _well_formed(text: str) -> None:
+    # the XML parsers load only with a maven --render: run's settings import this module's row
+    from xml.etree import ElementTree
+
     try:
         ElementTree.fromstring(text.encode())  # noqa: S314 - the user's own file, not remote input
     except ElementTree.ParseError as exc:
@@ -146,6 +167,8 @@ def _server(entry: Entry | str, indent: str, step: str = "  ") -> str:
     """tokenrelay's ``<server>`` for ``entry``, or the user's own (its text, as set aside)."""
     if isinstance(entry, str):
         return entry
+    from xml.sax.saxutils import escape
+
     inner = indent + step
     return (
         f"<server>\n{inner}<id>{escape(entry.key)}</id>\n{inner}<username>{USERNAME}</username>\n"
@@ -193,3 +216,16 @@ def _append(text: str, entries: Sequence[Entry | str]) -> str:
 def _last(pattern: re.Pattern[str], text: str) -> int | None:
     matches = list(pattern.finditer(text))
     return matches[-1].start() if matches else None
+
+
+def _server_ids(specs: Sequence[str]) -> tuple[str, ...]:
+    """--render-maven-ids' ``HOST=ID`` specs, each checked; ValueError naming the one that is not."""
+    for spec in specs:
+        host_text, sep, server_id = spec.partition("=")
+        try:
+            parse_spec(host_text)
+        except HostsError:
+            sep = ""
+        if not sep or not server_id.strip():
+            raise ValueError(f"{spec!r} is not HOST=ID")
+    return tuple(dict.fromkeys(specs))

@@ -1,7 +1,7 @@
 """The registration table of --render formats, and ``FORMAT=PATH`` read into a ``Render``.
 
-Adding a format touches its class, its row here, its docs and its tests; nothing else switches on
-a format's name.
+Adding a format touches its class (with the rows of its own options, if any), its row here, its
+docs and its tests; nothing else switches on a format's name or reads its options by name.
 """
 
 from __future__ import annotations
@@ -41,4 +41,4 @@ def parse(spec: str, options: Options | None = None) -> Render:
         raise ValueError(f"{spec!r}: unknown format {name!r}; one of {SPELLINGS}")
     if colon and not cls.takes_source:
         raise ValueError(f"{spec!r}: {name} takes no ':'; write {name}=PATH")
-    return Render(spec, cls.build(source if colon else None, options or Options()), Path(path).expanduser())
+    return Render(spec, cls.build(source if colon else None, options or {}), Path(path).expanduser())

@@ -11,20 +11,20 @@ if TYPE_CHECKING:
     import argparse
     from collections.abc import Coroutine
 
-    from ..config import Settings
     from ..serving.startup import LoopFactory
+    from .settings import Settings
 
 
 def run(args: argparse.Namespace) -> int:
-    from .. import config
     from ..serving.startup import run_command
+    from . import settings as runsettings
 
     def serve(settings: Settings) -> Coroutine[object, object, int]:
         from . import daemon  # after prepare_daemon: see run_command
 
-        return daemon.serve(settings, reload=lambda: config.load(args))
+        return daemon.serve(settings, reload=lambda: runsettings.load(args))
 
-    return run_command("run", lambda: config.load(args), serve, loop_for=daemon_loop_factory)
+    return run_command("run", lambda: runsettings.load(args), serve, loop_for=daemon_loop_factory)
 
 
 def daemon_loop_factory(settings: Settings) -> LoopFactory | None:

@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING, Protocol
 import aiohttp
 
 from .. import outbound
-from ..config import Settings
 from ..lite.names import where
 from ..serving import sinks
 from ..serving.clienttls import session_context
@@ -37,6 +36,7 @@ from ..tokens.provider import Observer, TokenProvider, TokenProviders
 from .localapi import SocketServer
 from .memory import Trimmer
 from .reloader import Reloader
+from .settings import Settings
 from .status import StatusBoard
 
 if TYPE_CHECKING:
@@ -253,9 +253,7 @@ def build(
             providers,
             listen=settings.proxy_listen,
             upstream_ca=settings.upstream_ca,
-            limits=Limits(
-                upstream_timeout=settings.proxy_timeout, max_connections=settings.proxy_max_connections
-            ),
+            limits=Limits.from_settings(settings),
             grace=settings.shutdown_grace,
             allow_remote=settings.proxy_allow_remote,
             observer=metrics.proxy if metrics else None,

@@ -24,7 +24,7 @@ from ..tokens.token import TokenSource
 from . import quicktoken
 
 if TYPE_CHECKING:
-    from ..config import Settings
+    from .settings import Settings
 
 TOKENS = web.AppKey("tokens", TokenSource)
 COUNT: web.AppKey[Callable[[str], None]] = web.AppKey("count")

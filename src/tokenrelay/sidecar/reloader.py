@@ -12,11 +12,11 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from ..config import Settings
 from ..errors import ConfigError
 from ..serving import logs
 from ..serving.sinks import FileSink
 from ..tokens.provider import TokenProviders
+from .settings import Settings
 
 if TYPE_CHECKING:
     from ..render import RenderSink

@@ -19,11 +19,12 @@ from dataclasses import replace
 from types import FrameType
 from typing import NoReturn
 
-from .. import config
 from ..errors import ConfigError, TokenRelayError
 from ..helpers import hosts as host_list
 from ..lite.names import where
+from ..options import add_options, read_options
 from ..serving.socketdir import private_directory
+from ..sidecar import settings as runsettings
 from . import targets
 from .forwarding import FORWARDED
 from .options import EXEC_OPTIONS
@@ -72,8 +73,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "a private socket (TOKENRELAY_SOCKET), the proxy's URL (TOKENRELAY_PROXY_URL) with "
         "--proxy-listen, tokens kept fresh. Every option of `tokenrelay run` applies."
     )
-    config.add_arguments(parser)
-    config.add_options(parser.add_argument_group("exec"), EXEC_OPTIONS)
+    runsettings.add_arguments(parser)
+    add_options(parser.add_argument_group("exec"), EXEC_OPTIONS)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -118,15 +119,15 @@ def _stop(signum: int, frame: FrameType | None) -> None:
 
 def _read(
     args: argparse.Namespace,
-) -> tuple[config.Settings, list[targets.Target], tuple[host_list.Host, ...], str | None]:
+) -> tuple[runsettings.Settings, list[targets.Target], tuple[host_list.Host, ...], str | None]:
     """Run's settings, plus what exec adds: the targets, the hosts (whose audiences join the
     settings'), the variable to export the token in. Raises TokenRelayError."""
     if args.socket is not None:
         raise ConfigError(f"{where('socket')} does not go with exec, which serves a private socket; drop it")
-    settings = config.load(args)
+    settings = runsettings.load(args)
     if settings.once:
         raise ConfigError(f"{where('once')} does not go with exec, which serves for as long as CMD lives")
-    values = config.read_options(EXEC_OPTIONS, args)
+    values = read_options(EXEC_OPTIONS, args)
     hosts = host_list.parse_list(settings.hosts, where("hosts"))  # flag, env or the --config file's key
     chosen = targets.chosen(values["configure"])
     if chosen and not hosts:
@@ -141,7 +142,7 @@ def _read(
 
 
 def _serve(
-    settings: config.Settings, command: list[str], workspace: Workspace, export_token: str | None
+    settings: runsettings.Settings, command: list[str], workspace: Workspace, export_token: str | None
 ) -> int:
     import asyncio
 

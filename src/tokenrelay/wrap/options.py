@@ -1,11 +1,12 @@
-"""The options ``tokenrelay exec`` has beyond ``tokenrelay run``'s, declared once as ``config.OPTIONS``
-declares run's: flags, environment names and the generated reference (docs/exec.md) come from here.
+"""The options ``tokenrelay exec`` has beyond ``tokenrelay run``'s, declared once as run's table
+(``sidecar.settings.OPTIONS``) declares run's: flags, environment names and the generated reference
+(docs/exec.md) come from here.
 Every option of run applies to exec as it is (--hosts, the hosts that get a token, is run's too:
 its --render files write them); these only say what the command gets."""
 
 from __future__ import annotations
 
-from ..config import Option
+from ..options import Option
 from .targets import ALL, TARGETS
 
 EXEC_OPTIONS: tuple[Option, ...] = (

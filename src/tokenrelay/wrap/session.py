@@ -16,11 +16,11 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 
-from ..config import Settings
 from ..errors import TokenRelayError
 from ..lite.names import PROXY_URL_ENV
 from ..sidecar.daemon import Sidecar
 from ..sidecar.oneshot import get_within
+from ..sidecar.settings import Settings
 from ..tokens.token import Token
 from .forwarding import FORWARDED
 

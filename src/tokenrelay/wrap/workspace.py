@@ -17,11 +17,11 @@ import sysconfig
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from ..config import Settings
 from ..errors import ConfigError
 from ..helpers.hosts import Host
 from ..lite.names import HOSTS_ENV, SOCKET_ENV
 from ..serving.socketdir import SOCKET_NAME
+from ..sidecar.settings import Settings
 
 # On the command's PATH whatever it configures: `tokenrelay token`, and the helpers its own
 # configuration may name.
@@ -95,7 +95,7 @@ class Workspace:
         path = self.write(relative, text)
         spec = f"{name}={path}"
         try:
-            render.parse(spec, render.options(self.settings.render_maven_ids)).format.check(self.hosts)
+            render.parse(spec, render.options(self.settings)).format.check(self.hosts)
         except ValueError as exc:
             raise ConfigError(f"{needed_by}: {exc}") from None
         self.settings = replace(self.settings, render=(*self.settings.render, spec))

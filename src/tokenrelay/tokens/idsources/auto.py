@@ -79,7 +79,7 @@ class AutoSource(Source):
     def _announce(self, source: Source) -> None:
         """The one log line, at the first read (building twice, as the daemon does, logs nothing)."""
         if not self.announced:
-            import logging  # `config` reads the table of sources, and must stay cheap
+            import logging  # run's settings read the table of sources: stay cheap
 
             self.announced = True
             logging.getLogger("tokenrelay").info(

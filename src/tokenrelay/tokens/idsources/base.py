@@ -15,7 +15,7 @@ A source declares the secrets it sends its platform (``secrets``: an identity he
 token, a signed URL's query); ``unsaid`` is the one place that takes them out of anything quoted back
 from that platform, so an endpoint that echoes its request cannot put them in a failure line.
 
-Standard library only at import (aiohttp is named for the type checker): ``config`` reads the table.
+Standard library only at import (aiohttp is named for the type checker): run's settings read the table.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ class IdToken:
 
 def checked(raw: str, where: str, wall: Callable[[], float] = time.time) -> IdToken:
     """``raw`` as an IdToken; IdTokenError when it is empty or an expired JWT."""
-    from ...lite.oidccheck import checked as checked_token  # (datetime): config reads this module
+    from ...lite.oidccheck import checked as checked_token  # (datetime): run's settings read this module
 
     return IdToken(*checked_token(raw, where, wall))
 

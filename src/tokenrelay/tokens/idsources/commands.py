@@ -28,7 +28,7 @@ def which(command: str, environ: Mapping[str, str]) -> str | None:
 
 async def output(argv: Sequence[str], *, environ: Mapping[str, str], timeout: float, what: str) -> str:
     """The command's standard output as text; IdTokenError naming ``what`` when it fails."""
-    import asyncio  # (and shutil): `config` reads the table of sources, and must stay cheap
+    import asyncio  # (and shutil): run's settings read the table of sources, and must stay cheap
 
     path = which(argv[0], environ)
     if path is None:

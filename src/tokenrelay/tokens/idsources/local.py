@@ -52,7 +52,7 @@ class FileSource(Source):
         return None
 
     async def read(self) -> IdToken:
-        from ...lite.oidccheck import read_id_token_file  # (datetime): config reads this module
+        from ...lite.oidccheck import read_id_token_file  # (datetime): run's settings read this module
 
         # A small local file: reading it inline costs less than a thread hop.
         return IdToken(*read_id_token_file(self.path, self.wall))

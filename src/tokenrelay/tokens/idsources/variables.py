@@ -63,7 +63,7 @@ class VariableSource(Source):
         self.warned = seen
         short = self.shortfall(token.expiry, self.wall())
         if short:
-            import logging  # `config` reads the table of sources, and must stay cheap
+            import logging  # run's settings read the table of sources: stay cheap
 
             logging.getLogger("tokenrelay").warning(short, extra={"source": self.name, "idToken": seen})
 
