@@ -24,7 +24,7 @@ class H2Relay:
         self.flusher = Flusher()
         self.pool = H2Pool(upstreams, self.flusher)
         self.scheme = b"https" if upstream.ssl is not None else b"http"
-        self.authority = upstream.host_header[len(b"Host: ") : -2]
+        self.authority = upstream.authority
         self.target = upstream
         limits = upstreams.limits
         self.resets = ResetBudget(limits.h2_resets, limits.h2_resets, upstreams.clock)
