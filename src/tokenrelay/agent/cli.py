@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import sys
+from typing import TYPE_CHECKING
 
 from ..options import add_options
 from .options import ALL_OPTIONS
+
+if TYPE_CHECKING:
+    from .options import AgentSettings
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -20,29 +23,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import asyncio
-
-    from ..errors import ConfigError
-    from ..serving import logs
-    from ..serving.startup import prepare_daemon
+    from ..serving.startup import run_command
     from . import options
 
-    try:
-        settings = options.load(args)
-    except ConfigError as exc:
-        print(f"tokenrelay agent: {exc}", file=sys.stderr)
-        return 2
-    logs.setup(settings.log_level, settings.log_format)
-    prepare_daemon()
-    from . import service
+    # asyncio's own loop (run_command's default), as run's local API has it: uvloop adds 2 MiB of
+    # RSS and nothing here needs it (bench/token_api.py: aiohttp's handler is the cost, not the loop).
+    return run_command("agent", lambda: options.load(args), _serve)
 
-    # asyncio's own loop, as run's local API has it: uvloop adds 2 MiB of RSS and nothing here
-    # (bench/token_api.py: aiohttp's handler is the cost, not the loop).
-    try:
-        with asyncio.Runner() as runner:
-            return runner.run(service.serve(settings))
-    except ConfigError as exc:
-        print(f"tokenrelay agent: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130
+
+async def _serve(settings: AgentSettings) -> int:
+    from . import service  # after prepare_daemon: it loads aiohttp
+
+    return await service.serve(settings)
