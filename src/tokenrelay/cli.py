@@ -28,7 +28,7 @@ PLUGINS: dict[str, tuple[str, str]] = {
         "and say how to fix what is wrong",
     ),
     "exec": (
-        "tokenrelay.wrap.cli",
+        "tokenrelay.exec.cli",
         "run a command with a relay of its own for as long as it lives (CI steps, cron jobs, scripts)",
     ),
     "status": ("tokenrelay.sidecar.status", "show a running sidecar's tokens, refreshes and failures"),

@@ -2,7 +2,7 @@
 ``cli``, since it reads every command's table.
 
 ``sidecar.settings.OPTIONS`` gives the configuration reference in docs/operations.md;
-``wrap.options.EXEC_OPTIONS`` with the ``--configure`` targets gives exec's in docs/exec.md;
+``exec.options.EXEC_OPTIONS`` with the ``--configure`` targets gives exec's in docs/exec.md;
 ``agent.options.ALL_OPTIONS`` the node agent's in docs/agent.md, and ``agent.refusals.CATALOGUE`` its
 table of refusals there; ``kube.reference`` gives the
 annotation table and the flags of ``tokenrelay inject`` and ``tokenrelay webhook`` in docs/kubernetes.md.
@@ -134,8 +134,8 @@ def _option_rows(options: Sequence[Option]) -> list[str]:
 
 def _exec_lines() -> list[str]:
     """The tables of ``tokenrelay exec``'s own options and of its --configure targets."""
-    from .wrap.options import EXEC_OPTIONS
-    from .wrap.targets import TARGETS
+    from .exec.options import EXEC_OPTIONS
+    from .exec.targets import TARGETS
 
     lines = _option_rows(EXEC_OPTIONS)
     lines += ["", "| `--configure` target | What the command gets |", "|---|---|"]

@@ -2,7 +2,7 @@
 environment and TOML (as pip's ``cmdoptions.py`` serves all of pip).
 
 Each command keeps its own table of rows beside its code (``sidecar.settings`` for ``tokenrelay run``,
-``agent.options``, ``wrap.options``, ``kube.settings``, ``kube.webhook``, ``kube.inject``); a row is a
+``agent.options``, ``exec.options``, ``kube.settings``, ``kube.webhook``, ``kube.inject``); a row is a
 flag ``--name``, by default an environment variable ``TOKENRELAY_NAME``, and, for a command that reads a
 ``--config`` file, a key ``name`` (or ``name`` with dashes) in it; precedence is flag > env > file >
 default. ``add_options`` puts a table on an argparse parser, ``read`` and ``read_options`` read it back,

@@ -30,7 +30,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # the emulator) or build its parts as it does (the doctor's OIDC token source); they import only
     # RUN_ITSELF of it, never the kit.
     ("sidecar",),
-    ("agent", "kube", "wrap", "doctor", "emulator"),
+    ("agent", "kube", "exec", "doctor", "emulator"),
     # the command, the `python -m` tools (the docs generator, the image's build check), the public
     # test doubles
     ("cli", "docgen", "imagebuild", "testing"),

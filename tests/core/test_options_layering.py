@@ -52,7 +52,7 @@ def test_render_reads_runs_settings_through_its_own_protocol() -> None:
 
 
 def test_the_docs_generator_is_the_top_layer() -> None:
-    """The generator of the docs tables (which reads kube, wrap and agent) is a top-level module, and
+    """The generator of the docs tables (which reads kube, exec and agent) is a top-level module, and
     no package below imports it."""
     modules = _modules()
     generators = {module for module in modules if module.endswith(".docgen")}

@@ -11,8 +11,8 @@ import pytest
 from tokenrelay.errors import ConfigError
 from tokenrelay.helpers.hosts import parse_list
 from tokenrelay.sidecar.settings import Settings
-from tokenrelay.wrap.targets import TARGETS, chosen
-from tokenrelay.wrap.workspace import Workspace
+from tokenrelay.exec.targets import TARGETS, chosen
+from tokenrelay.exec.workspace import Workspace
 
 HOST = "registry.example.test"
 
@@ -93,7 +93,7 @@ def test_exec_option_names_agree_with_the_table() -> None:
     exec shares) is the helpers' own TOKENRELAY_HOSTS."""
     from tokenrelay.lite import names
     from tokenrelay.sidecar.settings import OPTIONS_BY_NAME
-    from tokenrelay.wrap.options import EXEC_OPTIONS
+    from tokenrelay.exec.options import EXEC_OPTIONS
 
     assert [option.name for option in EXEC_OPTIONS] == list(names.EXEC_OPTION_NAMES)
     assert OPTIONS_BY_NAME["hosts"].env == names.HOSTS_ENV

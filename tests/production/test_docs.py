@@ -161,8 +161,8 @@ def test_exec_reference_is_up_to_date() -> None:
 
 def test_every_exec_flag_is_documented() -> None:
     """Every flag `tokenrelay exec` accepts is in operations.md's reference (run's) or exec.md's (its own)."""
-    from tokenrelay.wrap import cli as exec_cli
-    from tokenrelay.wrap.targets import TARGETS
+    from tokenrelay.exec import cli as exec_cli
+    from tokenrelay.exec.targets import TARGETS
 
     parser = exec_cli.Parser()
     exec_cli.add_arguments(parser)

@@ -42,7 +42,7 @@ OPTION_NAMES = (
     "log_format",
     "log_level",
 )
-# The options ``tokenrelay exec`` has beyond run's, in the order of wrap.options.EXEC_OPTIONS.
+# The options ``tokenrelay exec`` has beyond run's, in the order of exec.options.EXEC_OPTIONS.
 EXEC_OPTION_NAMES = ("configure", "export_token")
 # The options ``tokenrelay agent`` has beyond those it shares with run, in the order of
 # agent.options.AGENT_OPTIONS.
