@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from tokenrelay.errors import ConfigError
-from tokenrelay.helpers.hosts import parse_list
-from tokenrelay.sidecar.settings import Settings
 from tokenrelay.exec.targets import TARGETS, chosen
 from tokenrelay.exec.workspace import Workspace
+from tokenrelay.helpers.hosts import parse_list
+from tokenrelay.sidecar.settings import Settings
 
 HOST = "registry.example.test"
 
@@ -91,9 +91,9 @@ def test_all_is_every_target_once() -> None:
 def test_exec_option_names_agree_with_the_table() -> None:
     """lite.names spells exec's options as its table declares them, and --hosts (run's option, which
     exec shares) is the helpers' own TOKENRELAY_HOSTS."""
+    from tokenrelay.exec.options import EXEC_OPTIONS
     from tokenrelay.lite import names
     from tokenrelay.sidecar.settings import OPTIONS_BY_NAME
-    from tokenrelay.exec.options import EXEC_OPTIONS
 
     assert [option.name for option in EXEC_OPTIONS] == list(names.EXEC_OPTION_NAMES)
     assert OPTIONS_BY_NAME["hosts"].env == names.HOSTS_ENV
