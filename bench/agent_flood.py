@@ -32,10 +32,10 @@ sys.path.insert(0, str(REPO))
 
 from tests.support import k8s  # noqa: E402
 
+# bench/agent.py's cluster: the node, a namespace, an account and its pods with their bound tokens
+from agent import NODE, cluster, rss_mib  # noqa: E402
 from tokenrelay.testing import FakeTokenService, ThreadedServer  # noqa: E402
 
-NODE = "flood-node"
-NAMESPACE = "flood"
 API = "https://api.example"
 FLOODER_UID = 65534
 # The flooder needs the standard library only, from an interpreter that user may run (pyenv's, under
@@ -78,56 +78,8 @@ print(f"flood_attempts={attempts} flood_failed={failed} flood_seconds={elapsed:.
 """
 
 
-def rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmRSS")
-
-
 def descriptors(pid: int) -> int:
     return sum(1 for _ in Path(f"/proc/{pid}/fd").iterdir())
-
-
-def cluster(plane: k8s.ControlPlane, audience: str) -> str:
-    """The namespace, an account and the asking pod on the node; the pod's bound token."""
-    plane.ensure({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
-    plane.ensure({"apiVersion": "v1", "kind": "Node", "metadata": {"name": NODE}})
-    plane.ensure(
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "app", "namespace": NAMESPACE}}
-    )
-    pod = plane.ensure(
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": "asking", "namespace": NAMESPACE},
-            "spec": {
-                "serviceAccountName": "app",
-                "automountServiceAccountToken": False,
-                "nodeName": NODE,
-                "containers": [{"name": "app", "image": "registry.example/app:1"}],
-            },
-        }
-    )
-    request = {
-        "apiVersion": "authentication.k8s.io/v1",
-        "kind": "TokenRequest",
-        "spec": {
-            "audiences": [audience],
-            "expirationSeconds": 3600,
-            "boundObjectRef": {
-                "kind": "Pod",
-                "apiVersion": "v1",
-                "name": "asking",
-                "uid": pod["metadata"]["uid"],
-            },
-        },
-    }
-    status, answer = plane.request(
-        "POST", f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/app/token", request
-    )
-    assert status == 201, answer
-    return str(answer["status"]["token"])
 
 
 def ask(path: str, token: str) -> int:
@@ -205,7 +157,7 @@ def main() -> int:
     server = ThreadedServer(service.app()).start()
     agent: subprocess.Popen[bytes] | None = None
     try:
-        token = cluster(plane, server.url)
+        (token,) = cluster(plane, 1, 1, server.url)
         path = str(work / "agent.sock")
         env: dict[str, Any] = {**plane.env(), "TOKENRELAY_NODE_NAME": NODE}
         agent = subprocess.Popen(
