@@ -126,9 +126,11 @@ def summary(results: list[tuple[float, float, int]], start: float, end: float) -
         return "none"
     ms = sorted(latency for latency, _ in window)
     p99 = ms[max(0, int(len(ms) * 0.99) - 1)]
-    not_ok = sum(status != 200 for _, status in window)
+    not_ok = sorted(status for _, status in window if status != 200)  # 0: no answer
+    seen = " ".join(f"{status}x{not_ok.count(status)}" for status in sorted(set(not_ok)))
     p50 = statistics.median(ms)
-    return f"n={len(ms)} p50_ms={p50:.2f} p99_ms={p99:.2f} max_ms={ms[-1]:.1f} not_200={not_ok}"
+    said = f"n={len(ms)} p50_ms={p50:.2f} p99_ms={p99:.2f} max_ms={ms[-1]:.1f} not_200={len(not_ok)}"
+    return f"{said} ({seen})" if seen else said
 
 
 def main() -> int:
